@@ -1,0 +1,41 @@
+"""svmcore: fast support vector machine solvers.
+
+- :class:`SVC`, :class:`OneClassSVM`: kernel SVMs trained by working-set decomposition (Osuna et al. 1997)
+  with SMO-type subproblem steps (Fan, Chen, Lin 2005), shrinking and a kernel-column cache.
+- :class:`LinearSVMPlus`, :class:`KernelSVMPlus`: SVM+ with privileged information (Li et al. CVPR 2016).
+- :class:`PmSVM`: additive-kernel SVM by regression-approximated dual coordinate descent (Wu, TNNLS).
+- :class:`TopKSVM`: top-k multiclass SVM by Prox-SDCA (Lapin, Hein, Schiele, NIPS 2015).
+- :func:`load`: read any model written by ``estimator.save(path)``.
+
+Names are imported lazily so that ``import svmcore`` stays fast.
+"""
+from importlib import import_module
+
+_EXPORTS = {
+    "SVC": "svc",
+    "OneClassSVM": "svc",
+    "LinearSVMPlus": "svmplus",
+    "KernelSVMPlus": "svmplus",
+    "PmSVM": "pmsvm",
+    "TopKSVM": "topk",
+}
+__all__ = [*_EXPORTS, "load"]
+
+
+def __getattr__(name):
+    if name in _EXPORTS:
+        return getattr(import_module(f".{_EXPORTS[name]}", __name__), name)
+    raise AttributeError(f"module 'svmcore' has no attribute {name!r}")
+
+
+def load(path):
+    """Load a model saved by ``estimator.save(path)``; see :func:`svmcore.persistence.load`."""
+    from . import persistence
+
+    for module in set(_EXPORTS.values()):
+        try:
+            import_module(f".{module}", __name__)
+        except ModuleNotFoundError as exc:
+            if exc.name != f"{__name__}.{module}":
+                raise
+    return persistence.load(path)

@@ -1,0 +1,125 @@
+"""Kernel functions, evaluated block-wise through BLAS.
+
+``kernel_block(A, B, spec)`` returns K(A, B) for row blocks A (m, d) and B (k, d): one matrix product
+(BLAS) for the inner products, then an elementwise transform fused in numba. This is how a working set's
+kernel columns are computed together (the decomposition solver asks for q columns at once).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numba as nb
+import numpy as np
+import scipy.sparse as sp
+
+from ._validation import check_choice, check_scalar
+
+KERNELS = ("linear", "poly", "rbf", "precomputed")
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    """A resolved kernel: ``kind`` in KERNELS, and numeric ``gamma``, ``degree``, ``coef0``.
+
+    linear: <a, b>;  poly: (gamma <a, b> + coef0)^degree;  rbf: exp(-gamma ||a - b||^2).
+    """
+    kind: str
+    gamma: float = 1.0
+    degree: int = 3
+    coef0: float = 0.0
+
+
+def resolve_kernel(kernel, X, gamma, degree, coef0) -> KernelSpec:
+    """Check kernel hyperparameters and resolve ``gamma`` ("scale": 1/(d Var X), "auto": 1/d, or > 0).
+
+    Raises ValueError for an unknown kernel, gamma <= 0, or degree < 1; TypeError for a non-number.
+    """
+    check_choice(kernel, "kernel", KERNELS)
+    if kernel in ("linear", "precomputed"):
+        return KernelSpec(kernel)
+    d = X.shape[1]
+    if gamma == "scale":
+        if sp.issparse(X):
+            var = X.multiply(X).mean() - X.mean() ** 2
+        else:
+            var = X.var()
+        g = 1.0 / (d * var) if var > 0 else 1.0
+    elif gamma == "auto":
+        g = 1.0 / d
+    else:
+        g = float(check_scalar(gamma, "gamma", lo=0, lo_open=True))
+    if kernel == "poly":
+        check_scalar(degree, "degree", lo=1, integer=True)
+        check_scalar(coef0, "coef0")
+        return KernelSpec("poly", g, int(degree), float(coef0))
+    return KernelSpec("rbf", g)
+
+
+@nb.njit(cache=True, parallel=True)
+def _finish_rbf(dot, sq_a, sq_b, gamma, out):
+    m, k = dot.shape
+    for i in nb.prange(m):
+        for j in range(k):
+            d2 = sq_a[i] + sq_b[j] - 2.0 * dot[i, j]
+            out[i, j] = np.exp(-gamma * max(d2, 0.0))
+
+
+@nb.njit(cache=True, parallel=True)
+def _finish_poly(dot, gamma, coef0, degree, out):
+    m, k = dot.shape
+    for i in nb.prange(m):
+        for j in range(k):
+            b = gamma * dot[i, j] + coef0
+            r = 1.0
+            for _ in range(degree):
+                r *= b
+            out[i, j] = r
+
+
+def row_norms_sq(X):
+    """Squared Euclidean norm of each row, (n,) float64."""
+    if sp.issparse(X):
+        return np.asarray(X.multiply(X).sum(axis=1)).ravel()
+    return np.einsum("ij,ij->i", X, X)
+
+
+def kernel_block(A, B, spec: KernelSpec, sq_a=None, sq_b=None, out=None):
+    """K(A, B) as an (m, k) array (float64 unless ``out`` is given, e.g. float32).
+
+    A (m, d) and B (k, d) are float64 arrays or CSR matrices; ``sq_a``/``sq_b`` are the squared row
+    norms (rbf only), computed if not given.
+    """
+    dot = A @ B.T
+    if sp.issparse(dot):
+        dot = dot.toarray()
+    dot = np.ascontiguousarray(dot, dtype=np.float64)
+    if out is None:
+        out = np.empty(dot.shape, dtype=np.float64)
+    if spec.kind == "linear":
+        out[...] = dot
+    elif spec.kind == "poly":
+        _finish_poly(dot, spec.gamma, spec.coef0, spec.degree, out)
+    elif spec.kind == "rbf":
+        sq_a = row_norms_sq(A) if sq_a is None else sq_a
+        sq_b = row_norms_sq(B) if sq_b is None else sq_b
+        _finish_rbf(dot, sq_a, sq_b, spec.gamma, out)
+    else:
+        raise ValueError(f"kernel_block: cannot evaluate kernel {spec.kind!r}")
+    return out
+
+
+def kernel_diagonal(X, spec: KernelSpec, sq=None):
+    """K(x_i, x_i) for every row, (n,) float64."""
+    if spec.kind == "rbf":
+        return np.ones(X.shape[0])
+    sq = row_norms_sq(X) if sq is None else sq
+    if spec.kind == "linear":
+        return sq
+    return (spec.gamma * sq + spec.coef0) ** spec.degree
+
+
+def pairwise_kernel(X, Y=None, kernel="rbf", gamma="scale", degree=3, coef0=0.0):
+    """Full kernel matrix K(X, Y), (n_x, n_y) float64; for small sets and tests (n_x * n_y memory)."""
+    Y = X if Y is None else Y
+    spec = resolve_kernel(kernel, X, gamma, degree, coef0)
+    return kernel_block(X, Y, spec)

@@ -1,0 +1,114 @@
+"""Model files: one ``.npz`` archive holding the arrays plus a JSON header, never pickle.
+
+Layout: ``__header__`` is a uint8 array holding UTF-8 JSON
+``{"format": "svmcore-model", "format_version": 1, "class": name, "params": {...}, "meta": {...}}``;
+every other entry is a learned numeric array. Files are written to a temporary file in the target
+folder and renamed into place, so a crash never leaves a half-written model.
+"""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import zipfile
+from pathlib import Path
+
+import numpy as np
+
+FORMAT_VERSION = 1
+_REGISTRY: dict[str, type] = {}
+
+
+def register(cls):
+    """Class decorator: make ``cls`` loadable by :func:`load` under its class name."""
+    _REGISTRY[cls.__name__] = cls
+    return cls
+
+
+def write_archive(path, header: dict, arrays: dict) -> Path:
+    """Atomically write ``arrays`` (name -> ndarray) and the JSON ``header`` to ``path`` (.npz).
+
+    Raises TypeError for an object-dtype array (it would need pickle) and OSError if the folder is not
+    writable. Returns the path written.
+    """
+    path = Path(path)
+    payload = {}
+    for key, value in arrays.items():
+        a = np.asarray(value)
+        if a.dtype == object:
+            raise TypeError(f"array {key!r} has dtype object and cannot be stored without pickle")
+        payload[key] = a
+    payload["__header__"] = np.frombuffer(json.dumps(header).encode("utf-8"), dtype=np.uint8)
+    folder = path.parent if str(path.parent) else Path(".")
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            np.savez(f, **payload)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return path
+
+
+def read_archive(path, expected_format: str) -> tuple[dict, dict]:
+    """Read an archive written by :func:`write_archive`; return ``(header, arrays)``.
+
+    Raises FileNotFoundError if ``path`` does not exist and ValueError if it is not such an archive
+    (not a zip/npz, no header, bad JSON, another format, a newer format version, object arrays).
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"model file not found: {path}")
+    try:
+        with np.load(path, allow_pickle=False) as npz:
+            if "__header__" not in npz.files:
+                raise ValueError(f"{path}: not a model file of this project (no header)")
+            arrays = {k: npz[k] for k in npz.files}
+    except (zipfile.BadZipFile, OSError, EOFError) as exc:
+        raise ValueError(f"{path}: not a readable model file ({exc})") from exc
+    except ValueError as exc:  # numpy refuses object arrays (pickle) with ValueError
+        raise ValueError(f"{path}: not a valid model file ({exc})") from exc
+    raw = arrays.pop("__header__")
+    try:
+        header = json.loads(raw.tobytes().decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{path}: model header is not valid JSON ({exc})") from exc
+    if not isinstance(header, dict) or header.get("format") != expected_format:
+        raise ValueError(f"{path}: not a {expected_format} file (format={header.get('format') if isinstance(header, dict) else None!r})")
+    version = header.get("format_version")
+    if not isinstance(version, int) or version > FORMAT_VERSION or version < 1:
+        raise ValueError(f"{path}: unsupported format version {version!r} (this version reads {FORMAT_VERSION})")
+    return header, arrays
+
+
+def save(estimator, path) -> Path:
+    """Save a fitted svmcore estimator to ``path`` (see the module docstring for the format)."""
+    params, meta, arrays = estimator._get_state()
+    header = {"format": "svmcore-model", "format_version": FORMAT_VERSION,
+              "class": type(estimator).__name__, "params": params, "meta": meta}
+    return write_archive(path, header, arrays)
+
+
+def load(path):
+    """Load an estimator saved by ``estimator.save(path)``.
+
+    Raises FileNotFoundError for a missing file and ValueError for a corrupt, foreign or inconsistent
+    file (unknown class, missing or mis-shaped arrays, invalid hyperparameters).
+    """
+    header, arrays = read_archive(path, "svmcore-model")
+    name = header.get("class")
+    cls = _REGISTRY.get(name)
+    if cls is None:
+        raise ValueError(f"{path}: unknown model class {name!r}; known: {sorted(_REGISTRY)}")
+    params = header.get("params")
+    meta = header.get("meta")
+    if not isinstance(params, dict) or not isinstance(meta, dict):
+        raise ValueError(f"{path}: header lacks 'params' or 'meta'")
+    try:
+        return cls._from_state(params, meta, arrays)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ValueError(f"{path}: invalid {name} model ({exc})") from exc
