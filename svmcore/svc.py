@@ -1,0 +1,235 @@
+"""Kernel SVMs on the decomposition solver: :class:`SVC` (C-SVC) and :class:`OneClassSVM`.
+
+Both only build a Q-matrix and call :func:`svmcore.smo.solve`; everything else is input checking and
+the decision function f(x) = sum_i dual_coef_i K(sv_i, x) + intercept_.
+"""
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+from . import persistence
+from ._validation import (check_array, check_choice, check_fitted, check_labels, check_n_features,
+                          check_sample_weight, check_scalar)
+from .base import BaseEstimator
+from .kernels import KernelSpec, kernel_block, resolve_kernel
+from .qmatrix import KernelQ, PrecomputedQ
+from .smo import solve
+
+_DECISION_CHUNK = 4096
+
+
+class _KernelSVM(BaseEstimator):
+    """Shared parts: hyperparameter checks, the solver call, the decision function, persistence."""
+
+    _state_arrays = ("support_", "support_vectors_", "dual_coef_", "intercept_")
+    _state_meta = ("gamma_", "n_features_in_", "n_iter_", "objective_", "kkt_violation_", "fit_seconds_")
+
+    def _check_params(self):
+        check_scalar(self.tol, "tol", lo=0, lo_open=True)
+        check_scalar(self.cache_size, "cache_size", lo=0, lo_open=True)
+        if self.working_set_size is not None:
+            check_scalar(self.working_set_size, "working_set_size", lo=2, integer=True)
+        if self.max_iter is not None:
+            check_scalar(self.max_iter, "max_iter", lo=1, integer=True)
+        if not isinstance(self.shrinking, (bool, np.bool_)):
+            raise TypeError(f"shrinking: expected a bool, got {self.shrinking!r}")
+        if self.callback is not None and not callable(self.callback):
+            raise TypeError("callback: expected a callable taking one dict")
+
+    def _prepare(self, X):
+        """Validate X and return (X, Q-factory arguments) for the kernel."""
+        X = check_array(X, "X", allow_sparse=self.kernel != "precomputed")
+        spec = resolve_kernel(self.kernel, X, self.gamma, self.degree, self.coef0)
+        if spec.kind == "precomputed" and X.shape[0] != X.shape[1]:
+            raise ValueError(f"X: a precomputed kernel must be square (n, n) in fit, got shape {X.shape}")
+        return X, spec
+
+    def _make_q(self, X, spec, y):
+        if spec.kind == "precomputed":
+            return PrecomputedQ(X, y)
+        q = self.working_set_size or 64
+        return KernelQ(X, spec, y, cache_mb=self.cache_size, max_working_set=q)
+
+    def _run(self, Q, p, y, C, alpha0):
+        return solve(Q, p, y, C, alpha0, tol=self.tol, working_set_size=self.working_set_size,
+                     shrinking=bool(self.shrinking), max_iter=self.max_iter, callback=self.callback,
+                     verbose=self.verbose)
+
+    def _store(self, X, spec, res, coef, support):
+        self.support_ = support.astype(np.int64)
+        if spec.kind == "precomputed":
+            self.support_vectors_ = np.empty((0, 0))
+        else:
+            sv = X[support]
+            self.support_vectors_ = sv.toarray() if sp.issparse(sv) else sv
+        self.dual_coef_ = coef[support][None, :]
+        self.gamma_ = float(spec.gamma)
+        self.n_features_in_ = int(X.shape[1])
+        self.n_iter_ = int(res.n_iter)
+        self.objective_ = float(res.objective)
+        self.kkt_violation_ = float(res.kkt_violation)
+        self.fit_seconds_ = float(res.seconds)
+        self.cache_hit_rate_ = float(res.cache_hit_rate)
+
+    @property
+    def _spec(self):
+        if self.kernel in ("linear", "precomputed"):
+            return KernelSpec(self.kernel)
+        return KernelSpec(self.kernel, self.gamma_, int(self.degree), float(self.coef0))
+
+    def decision_function(self, X):
+        """Decision values f(x) = sum_i dual_coef_i K(sv_i, x) + intercept_, shape (n,) float64.
+
+        X: (n, n_features_in_) array or CSR matrix; for kernel="precomputed", (n, n_train) kernel
+        values against the training samples. Raises ValueError if not fitted, for a wrong number of
+        features, NaN or inf.
+        """
+        check_fitted(self, "dual_coef_")
+        X = check_array(X, "X", allow_sparse=self.kernel != "precomputed")
+        coef = self.dual_coef_[0]
+        if self.kernel == "precomputed":
+            check_n_features(X, self.n_features_in_)
+            return X[:, self.support_] @ coef + self.intercept_[0]
+        check_n_features(X, self.n_features_in_)
+        spec = self._spec
+        out = np.empty(X.shape[0])
+        for s in range(0, X.shape[0], _DECISION_CHUNK):
+            out[s:s + _DECISION_CHUNK] = kernel_block(X[s:s + _DECISION_CHUNK], self.support_vectors_, spec) @ coef
+        return out + self.intercept_[0]
+
+    def _check_state(self):
+        super()._check_state()
+        n_sv = self.support_.shape[0]
+        if self.dual_coef_.shape != (1, n_sv) or self.intercept_.shape != (1,):
+            raise ValueError("dual_coef_/intercept_ shapes do not match support_")
+        if self.kernel != "precomputed" and self.support_vectors_.shape != (n_sv, self.n_features_in_):
+            raise ValueError(f"support_vectors_ has shape {self.support_vectors_.shape}, "
+                             f"expected ({n_sv}, {self.n_features_in_})")
+
+
+@persistence.register
+class SVC(_KernelSVM):
+    """Kernel C-support vector classifier trained by working-set decomposition.
+
+    Dual (Osuna et al. 1997, Eq. 3; LIBSVM's form): min_a 1/2 a'Qa - 1'a, y'a = 0, 0 <= a_i <= C w_i,
+    Q_ij = y_i y_j K(x_i, x_j), solved by :func:`svmcore.smo.solve`.
+
+    Parameters: C > 0; kernel "linear" | "poly" | "rbf" | "precomputed"; degree (poly); gamma "scale" |
+    "auto" | float > 0 (as in scikit-learn); coef0; tol (KKT violation, LIBSVM's eps); cache_size in MB
+    for kernel columns; working_set_size q >= 2 (None: 64); shrinking; max_iter (outer iterations, None:
+    until converged); verbose; callback(info dict) after each outer iteration (progress bars).
+
+    Learned: classes_ (2,), support_ (n_SV,) int64, support_vectors_ (n_SV, d) float64, dual_coef_
+    (1, n_SV) = alpha_i y_i with y = +1 for classes_[1], intercept_ (1,), objective_ (1/2 a'Qa - 1'a at
+    the solution), kkt_violation_, n_iter_, gamma_, cache_hit_rate_, fit_seconds_.
+    Raises TypeError/ValueError for bad input: NaN/inf, wrong shapes, empty X, a single class, C <= 0,
+    unknown kernel.
+    """
+
+    _state_arrays = _KernelSVM._state_arrays + ("classes_",)
+
+    def __init__(self, C=1.0, kernel="rbf", degree=3, gamma="scale", coef0=0.0, tol=1e-3, cache_size=200,
+                 working_set_size=None, shrinking=True, max_iter=None, verbose=False, callback=None):
+        self.C = C
+        self.kernel = kernel
+        self.degree = degree
+        self.gamma = gamma
+        self.coef0 = coef0
+        self.tol = tol
+        self.cache_size = cache_size
+        self.working_set_size = working_set_size
+        self.shrinking = shrinking
+        self.max_iter = max_iter
+        self.verbose = verbose
+        self.callback = callback
+
+    def fit(self, X, y, sample_weight=None):
+        """Train on X (n, d) float array or CSR (or (n, n) kernel if precomputed) and y (n,) with 2 labels."""
+        check_scalar(self.C, "C", lo=0, lo_open=True)
+        check_choice(self.kernel, "kernel", ("linear", "poly", "rbf", "precomputed"))
+        self._check_params()
+        X, spec = self._prepare(X)
+        classes, yi = check_labels(y, X.shape[0], max_classes=2)
+        w = check_sample_weight(sample_weight, X.shape[0])
+        ys = np.where(yi == 1, 1.0, -1.0)
+        n = X.shape[0]
+        res = self._run(self._make_q(X, spec, ys), -np.ones(n), ys, self.C * w, np.zeros(n))
+        support = np.flatnonzero(res.alpha > 0)
+        self.classes_ = classes
+        self.intercept_ = np.array([-res.rho])
+        self._store(X, spec, res, res.alpha * ys, support)
+        return self
+
+    def predict(self, X):
+        """Class labels (n,) from classes_: classes_[1] where decision_function(X) > 0."""
+        return self.classes_[(self.decision_function(X) > 0).astype(int)]
+
+    def score(self, X, y):
+        """Mean accuracy of predict(X) against y."""
+        return float(np.mean(self.predict(X) == np.asarray(y)))
+
+    def _check_state(self):
+        super()._check_state()
+        if self.classes_.shape != (2,):
+            raise ValueError(f"classes_ must hold 2 labels, got shape {self.classes_.shape}")
+
+
+@persistence.register
+class OneClassSVM(_KernelSVM):
+    """One-class SVM (Schoelkopf et al. 2001) on the same decomposition solver, scikit-learn's meaning.
+
+    Dual: min_a 1/2 a'Ka, 1'a = nu n, 0 <= a_i <= 1 (LIBSVM's scaling); decision f(x) = sum_i a_i K(x_i,
+    x) - rho, positive for inliers. nu in (0, 1]. Learned attributes as :class:`SVC` (dual_coef_ = alpha,
+    intercept_ = -rho, offset_ = rho) without classes_. predict returns +1 (inlier) / -1 (outlier).
+    """
+
+    _state_arrays = _KernelSVM._state_arrays
+
+    def __init__(self, nu=0.5, kernel="rbf", degree=3, gamma="scale", coef0=0.0, tol=1e-3, cache_size=200,
+                 working_set_size=None, shrinking=True, max_iter=None, verbose=False, callback=None):
+        self.nu = nu
+        self.kernel = kernel
+        self.degree = degree
+        self.gamma = gamma
+        self.coef0 = coef0
+        self.tol = tol
+        self.cache_size = cache_size
+        self.working_set_size = working_set_size
+        self.shrinking = shrinking
+        self.max_iter = max_iter
+        self.verbose = verbose
+        self.callback = callback
+
+    def fit(self, X, y=None, sample_weight=None):
+        """Train on X (n, d) (or an (n, n) precomputed kernel); y is ignored."""
+        check_scalar(self.nu, "nu", lo=0, hi=1, lo_open=True)
+        check_choice(self.kernel, "kernel", ("linear", "poly", "rbf", "precomputed"))
+        self._check_params()
+        X, spec = self._prepare(X)
+        n = X.shape[0]
+        w = check_sample_weight(sample_weight, n)
+        alpha0 = initial_one_class_alpha(self.nu * w.sum(), w)
+        res = self._run(self._make_q(X, spec, None), np.zeros(n), np.ones(n), w, alpha0)
+        support = np.flatnonzero(res.alpha > 0)
+        self.intercept_ = np.array([-res.rho])
+        self._store(X, spec, res, res.alpha, support)
+        return self
+
+    @property
+    def offset_(self):
+        return -self.intercept_[0]
+
+    def predict(self, X):
+        """+1 for inliers (decision_function(X) > 0... ties count as inliers), -1 for outliers."""
+        return np.where(self.decision_function(X) >= 0, 1, -1)
+
+
+def initial_one_class_alpha(total, upper):
+    """A feasible start for sum(a) = total, 0 <= a <= upper: fill the first variables to their bound
+    (LIBSVM's one-class initialisation). Raises ValueError if total exceeds sum(upper)."""
+    upper = np.asarray(upper, dtype=np.float64)
+    if total > upper.sum() * (1 + 1e-12):
+        raise ValueError(f"infeasible: sum of alpha {total} exceeds the sum of bounds {upper.sum()}")
+    before = np.concatenate([[0.0], np.cumsum(upper)[:-1]])
+    return np.clip(total - before, 0.0, upper)
