@@ -22,7 +22,7 @@ class BaseEstimator:
     @classmethod
     def _param_names(cls):
         sig = inspect.signature(cls.__init__)
-        return [p for p in sig.parameters if p != "self" and sig.parameters[p].kind == p.POSITIONAL_OR_KEYWORD]
+        return [p for p in sig.parameters if p != "self" and sig.parameters[p].kind == inspect.Parameter.POSITIONAL_OR_KEYWORD]
 
     def get_params(self, deep=True):
         return {name: getattr(self, name) for name in self._param_names()}

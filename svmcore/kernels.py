@@ -92,7 +92,7 @@ def kernel_block(A, B, spec: KernelSpec, sq_a=None, sq_b=None, out=None):
     dot = A @ B.T
     if sp.issparse(dot):
         dot = dot.toarray()
-    dot = np.ascontiguousarray(dot, dtype=np.float64)
+    dot = np.ascontiguousarray(dot)  # float32 inputs give a float32 product (sgemm); the finish is in float64
     if out is None:
         out = np.empty(dot.shape, dtype=np.float64)
     if spec.kind == "linear":

@@ -3,14 +3,17 @@
 Solves   min_a  1/2 a'Qa + p'a   s.t.  y'a = Delta,  0 <= a_i <= C_i,   y_i in {+1, -1},
 the common form of the C-SVC dual (p = -1), the one-class dual (p = 0, y = 1) and the l2-SVM+ dual.
 
-Each outer iteration picks a working set B of up to ``working_set_size`` most violating variables
-(first-order ranking of -y_i G_i, half from I_up and half from I_low), fetches their Q columns in one
-block (BLAS-computed, LRU-cached), solves the subproblem on B by SMO pair steps with second-order
-working-pair selection (Fan et al. 2005, WSS2) on the small dense Q_BB, then updates the gradient of all
-active variables with one block product. It stops when the maximal KKT violation
-m(a) - M(a) = max_{I_up} -y_i G_i - min_{I_low} -y_i G_i is at most ``tol`` (Keerthi et al.; LIBSVM's
-rule). Shrinking removes bounded variables that cannot enter a violating pair; at convergence on the
-active set their gradient is reconstructed and all variables are checked again.
+Each iteration picks a working set B of up to ``working_set_size`` violating variables (the maximal
+violator, then the best others by first- and second-order gain; see ``select_working_set``), solves the subproblem on B by SMO
+pair steps with second-order pair selection (Fan et al. 2005, WSS2) on the dense Q_BB, and updates the
+gradient of the active variables with the columns of the variables that moved. It stops when the maximal
+KKT violation m(a) - M(a) = max_{I_up} -y_i G_i - min_{I_low} -y_i G_i is at most ``tol`` (LIBSVM's
+rule). Shrinking drops bounded variables that cannot join a violating pair; at convergence on the active
+set their gradients are reconstructed and all variables are checked again.
+
+The iterations run in numba over an LRU column cache (``qmatrix.ColumnCache``); when a working set
+needs columns that are not cached, control returns to Python, which asks the Q-matrix for all of them in
+one block (BLAS) and stores them. Only the Q-matrix knows what Q is.
 """
 from __future__ import annotations
 
@@ -21,13 +24,19 @@ from dataclasses import dataclass
 import numba as nb
 import numpy as np
 
+from .qmatrix import ColumnCache
+
 TAU = 1e-12
+_CONVERGED, _NEED_COLUMNS, _BUDGET = 0, 1, 2
+# io slots shared with the numba loop
+_N_ACTIVE, _CLOCK, _N_ITER, _N_INNER, _SINCE_SHRINK, _N_NEED, _HITS = range(7)
 
 
 @dataclass
 class SolverResult:
-    """Solution of the dual: alpha (n,), gradient Qa + p (n,), rho (LIBSVM's offset), objective,
-    n_iter (outer iterations), n_inner (SMO pair steps), kkt_violation, cache_hit_rate, seconds."""
+    """Solution of the dual: alpha (n,), gradient Qa + p (n,), rho (LIBSVM's offset: the decision value
+    is sum_i alpha_i y_i K(x_i, x) - rho), objective 1/2 a'Qa + p'a, n_iter (working sets solved),
+    n_inner (SMO pair steps), kkt_violation m(a) - M(a), cache_hit_rate (columns), seconds, converged."""
     alpha: np.ndarray
     gradient: np.ndarray
     rho: float
@@ -40,26 +49,25 @@ class SolverResult:
     converged: bool
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, inline="always")
 def _in_up(a, y, c):
     return (y > 0 and a < c) or (y < 0 and a > 0)
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, inline="always")
 def _in_low(a, y, c):
     return (y > 0 and a > 0) or (y < 0 and a < c)
 
 
 @nb.njit(cache=True)
 def _push(vals, ids, count, h, v, t):
-    """Keep the h largest v in vals (descending), with their ids; returns the new count."""
+    """Keep the h largest v in vals (descending) with their ids; returns the new count."""
     if count == h and v <= vals[h - 1]:
         return count
     pos = count if count < h else h - 1
     while pos > 0 and vals[pos - 1] < v:
-        if pos < h:
-            vals[pos] = vals[pos - 1]
-            ids[pos] = ids[pos - 1]
+        vals[pos] = vals[pos - 1]
+        ids[pos] = ids[pos - 1]
         pos -= 1
     vals[pos] = v
     ids[pos] = t
@@ -67,42 +75,55 @@ def _push(vals, ids, count, h, v, t):
 
 
 @nb.njit(cache=True)
-def select_working_set(G, alpha, y, C, active, q):
-    """Working set of up to q violating variables; returns (B, m, M) with m - M the KKT violation."""
+def violation_extremes(G, alpha, y, C, active):
+    """(i, m, M): i = argmax over I_up of -y_i G_i, m its value, M = min over I_low (Keerthi et al.)."""
     m = -np.inf
     M = np.inf
+    i = -1
     for t in active:
         v = -y[t] * G[t]
-        if _in_up(alpha[t], y[t], C[t]) and v > m:
+        if v > m and _in_up(alpha[t], y[t], C[t]):
             m = v
-        if _in_low(alpha[t], y[t], C[t]) and v < M:
+            i = t
+        if v < M and _in_low(alpha[t], y[t], C[t]):
             M = v
-    h = max(q // 2, 1)
-    up_v = np.empty(h)
-    up_i = np.empty(h, np.int64)
-    low_v = np.empty(h)
-    low_i = np.empty(h, np.int64)
+    return i, m, M
+
+
+@nb.njit(cache=True)
+def select_working_set(G, alpha, y, C, diag, active, i, m, M, Qi, q):
+    """Working set B (sorted) of up to q variables: the maximal violator i (in I_up), the next
+    q/2 - 1 violators of I_up by first-order gain, and q/2 of I_low by the second-order gain
+    (m + y_t G_t)^2 / (Q_ii + Q_tt - 2 y_i y_t Q_it) of the pair (i, t) (Fan et al. 2005, WSS2; with
+    q = 2 this is exactly WSS2). ``Qi`` is Q's column i (signed, as Q)."""
+    h_up = max(q // 2 - 1, 0)
+    h_low = q - 1 - h_up
+    up_v = np.empty(max(h_up, 1))
+    up_i = np.empty(max(h_up, 1), np.int64)
+    low_v = np.empty(h_low)
+    low_i = np.empty(h_low, np.int64)
     n_up = 0
     n_low = 0
     for t in active:
         v = -y[t] * G[t]
-        if _in_up(alpha[t], y[t], C[t]) and v > M:
-            n_up = _push(up_v, up_i, n_up, h, v, t)
-        if _in_low(alpha[t], y[t], C[t]) and v < m:
-            n_low = _push(low_v, low_i, n_low, h, -v, t)
-    B = np.empty(n_up + n_low, np.int64)
-    B[:n_up] = up_i[:n_up]
-    B[n_up:] = low_i[:n_low]
-    B = np.unique(B)  # a free variable may rank in both halves
-    return B, m, M
+        if h_up > 0 and v > M and t != i and _in_up(alpha[t], y[t], C[t]):
+            n_up = _push(up_v, up_i, n_up, h_up, v, t)
+        if v < m and _in_low(alpha[t], y[t], C[t]):
+            quad = diag[i] + diag[t] - 2.0 * y[i] * y[t] * Qi[t]
+            n_low = _push(low_v, low_i, n_low, h_low, (m - v) * (m - v) / (quad if quad > 0 else TAU), t)
+    B = np.empty(1 + n_up + n_low, np.int64)
+    B[0] = i
+    B[1:1 + n_up] = up_i[:n_up]
+    B[1 + n_up:] = low_i[:n_low]
+    return np.unique(B)  # a free variable may rank in both halves
 
 
 @nb.njit(cache=True)
 def solve_subproblem(QBB, diag, G, alpha, y, C, eps, max_steps):
     """SMO on the working set: pair steps with WSS2 on the dense (q, q) Q_BB; G, alpha updated in place.
 
-    Fan, Chen, Lin (2005), Algorithm 1 with working-set selection WSS2 (their Eq. 16/17) and the
-    analytic two-variable update with clipping (LIBSVM's Solver::Solve). Returns the number of steps.
+    Fan, Chen, Lin (2005), Algorithm 1 with working-set selection WSS2 (their Eq. 16-17) and the analytic
+    two-variable update with clipping (as in LIBSVM's Solver::Solve). Returns the number of steps.
     """
     q = alpha.shape[0]
     steps = 0
@@ -127,13 +148,12 @@ def solve_subproblem(QBB, diag, G, alpha, y, C, eps, max_steps):
             grad_diff = gmax + v
             if grad_diff > 0:
                 quad = diag[i] + diag[t] - 2.0 * y[i] * y[t] * QBB[i, t]
-                if quad <= 0:
-                    quad = TAU
-                obj = -(grad_diff * grad_diff) / quad
+                obj = -(grad_diff * grad_diff) / (quad if quad > 0 else TAU)
                 if obj <= best:
                     best = obj
                     j = t
-        if gmax + gmax2 < eps or j < 0:
+        # The first step is always taken: B holds a violating pair even when its violation is below eps.
+        if j < 0 or (steps > 0 and gmax + gmax2 < eps):
             break
         steps += 1
         ai = alpha[i]
@@ -142,52 +162,44 @@ def solve_subproblem(QBB, diag, G, alpha, y, C, eps, max_steps):
         Cj = C[j]
         if y[i] != y[j]:
             quad = diag[i] + diag[j] + 2.0 * QBB[i, j]
-            if quad <= 0:
-                quad = TAU
-            delta = (-G[i] - G[j]) / quad
-            diff = alpha[i] - alpha[j]
+            delta = (-G[i] - G[j]) / (quad if quad > 0 else TAU)
+            diff = ai - aj
             alpha[i] += delta
             alpha[j] += delta
             if diff > 0:
                 if alpha[j] < 0:
                     alpha[j] = 0.0
                     alpha[i] = diff
-            else:
-                if alpha[i] < 0:
-                    alpha[i] = 0.0
-                    alpha[j] = -diff
+            elif alpha[i] < 0:
+                alpha[i] = 0.0
+                alpha[j] = -diff
             if diff > Ci - Cj:
                 if alpha[i] > Ci:
                     alpha[i] = Ci
                     alpha[j] = Ci - diff
-            else:
-                if alpha[j] > Cj:
-                    alpha[j] = Cj
-                    alpha[i] = Cj + diff
+            elif alpha[j] > Cj:
+                alpha[j] = Cj
+                alpha[i] = Cj + diff
         else:
             quad = diag[i] + diag[j] - 2.0 * QBB[i, j]
-            if quad <= 0:
-                quad = TAU
-            delta = (G[i] - G[j]) / quad
-            s = alpha[i] + alpha[j]
+            delta = (G[i] - G[j]) / (quad if quad > 0 else TAU)
+            s = ai + aj
             alpha[i] -= delta
             alpha[j] += delta
             if s > Ci:
                 if alpha[i] > Ci:
                     alpha[i] = Ci
                     alpha[j] = s - Ci
-            else:
-                if alpha[j] < 0:
-                    alpha[j] = 0.0
-                    alpha[i] = s
+            elif alpha[j] < 0:
+                alpha[j] = 0.0
+                alpha[i] = s
             if s > Cj:
                 if alpha[j] > Cj:
                     alpha[j] = Cj
                     alpha[i] = s - Cj
-            else:
-                if alpha[i] < 0:
-                    alpha[i] = 0.0
-                    alpha[j] = s
+            elif alpha[i] < 0:
+                alpha[i] = 0.0
+                alpha[j] = s
         di = alpha[i] - ai
         dj = alpha[j] - aj
         for t in range(q):
@@ -195,37 +207,107 @@ def solve_subproblem(QBB, diag, G, alpha, y, C, eps, max_steps):
     return steps
 
 
-@nb.njit(cache=True, parallel=True)
-def update_gradient(G, active, rows, delta):
-    """G[active] += delta @ rows, accumulated in float64 (rows: (q, n_active) float32)."""
-    q = delta.shape[0]
-    for t in nb.prange(active.shape[0]):
-        s = 0.0
-        for r in range(q):
-            s += delta[r] * rows[r, t]
-        G[active[t]] += s
-
-
 @nb.njit(cache=True)
-def shrink(G, alpha, y, C, active, m, M):
-    """Active variables minus those at a bound that cannot join a violating pair (LIBSVM's be_shrunk)."""
-    keep = np.empty(active.shape[0], np.bool_)
-    for k in range(active.shape[0]):
-        t = active[k]
+def _shrink(G, alpha, y, C, active, n_active, m, M):
+    """Compact active[:n_active] in place, dropping bounded variables that cannot join a violating pair
+    (LIBSVM's be_shrunk); returns the new count."""
+    k = 0
+    for s in range(n_active):
+        t = active[s]
         v = -y[t] * G[t]
         up = _in_up(alpha[t], y[t], C[t])
         low = _in_low(alpha[t], y[t], C[t])
-        keep[k] = not ((up and not low and v < M) or (low and not up and v > m))
-    return active[keep]
+        if not ((up and not low and v < M) or (low and not up and v > m)):
+            active[k] = t
+            k += 1
+    return k
 
 
-def _accumulate(Q, G, p, alpha, rows_of, chunk):
-    """G[rows_of] = p[rows_of] + sum_j alpha_j Q[j, rows_of], over the nonzero alpha, in column chunks."""
+@nb.njit(cache=True)
+def _iterate(G, alpha, y, C, diag, active, io, fo, data, slot_of, last_used, q, tol, shrink_every, budget,
+             need):
+    """Run up to ``budget`` working-set iterations; see the module docstring. Returns _CONVERGED (on the
+    active set), _NEED_COLUMNS (need[:io[_N_NEED]] must be cached first) or _BUDGET."""
+    n_active = io[_N_ACTIVE]
+    for _ in range(budget):
+        i, m, M = violation_extremes(G, alpha, y, C, active[:n_active])
+        fo[0] = m - M
+        if m - M <= tol:
+            return _CONVERGED
+        io[_CLOCK] += 1
+        if slot_of[i] < 0:  # WSS2 needs column i
+            need[0] = i
+            io[_N_NEED] = 1
+            return _NEED_COLUMNS
+        B = select_working_set(G, alpha, y, C, diag, active[:n_active], i, m, M, data[slot_of[i]], q)
+        if B.shape[0] < 2:
+            return _CONVERGED
+        k = 0
+        for b in B:
+            s = slot_of[b]
+            if s < 0:
+                need[k] = b
+                k += 1
+            else:
+                last_used[s] = io[_CLOCK]
+        if k > 0:
+            io[_N_NEED] = k
+            return _NEED_COLUMNS
+        qb = B.shape[0]
+        io[_HITS] += qb
+        QBB = np.empty((qb, qb))
+        for a in range(qb):
+            row = data[slot_of[B[a]]]
+            for b in range(qb):
+                QBB[a, b] = row[B[b]]
+        aB = alpha[B]
+        old = aB.copy()
+        GB = G[B]
+        io[_N_INNER] += solve_subproblem(QBB, diag[B], GB, aB, y[B], C[B], max(tol, 0.1 * (m - M)), 100 * qb)
+        for a in range(qb):
+            d = aB[a] - old[a]
+            if d != 0.0:
+                alpha[B[a]] = aB[a]
+                row = data[slot_of[B[a]]]
+                for s in range(n_active):
+                    t = active[s]
+                    G[t] += d * row[t]
+        io[_N_ITER] += 1
+        io[_SINCE_SHRINK] += 1
+        if shrink_every > 0 and io[_SINCE_SHRINK] >= shrink_every:
+            io[_SINCE_SHRINK] = 0
+            n_active = _shrink(G, alpha, y, C, active, n_active, m, M)
+            io[_N_ACTIVE] = n_active
+    return _BUDGET
+
+
+@nb.njit(cache=True)
+def store_rows(data, slots, active, block):
+    """data[slots[r], active] = block[r] (the cache keeps full-length columns)."""
+    for r in range(slots.shape[0]):
+        row = data[slots[r]]
+        for s in range(active.shape[0]):
+            row[active[s]] = block[r, s]
+
+
+@nb.njit(cache=True)
+def _add_rows(G, rows_of, block, coef):
+    """G[rows_of] += coef @ block (block: (k, len(rows_of)) float32), accumulated in float64."""
+    for r in range(coef.shape[0]):
+        c = coef[r]
+        for s in range(rows_of.shape[0]):
+            G[rows_of[s]] += c * block[r, s]
+
+
+def _gradient(Q, p, alpha, rows_of, chunk=256):
+    """p + Q alpha on the variables ``rows_of``, from the columns of the nonzero alpha in blocks."""
+    G = np.zeros(Q.n)
     G[rows_of] = p[rows_of]
     nz = np.flatnonzero(alpha)
     for s in range(0, len(nz), chunk):
         idx = nz[s:s + chunk]
-        update_gradient(G, rows_of, Q.rows(idx, rows_of, use_cache=False), alpha[idx])
+        _add_rows(G, rows_of, np.ascontiguousarray(Q.rows(idx, rows_of)), alpha[idx])
+    return G[rows_of]
 
 
 def compute_rho(G, alpha, y, C):
@@ -244,90 +326,96 @@ def compute_rho(G, alpha, y, C):
     return float((ub + lb) / 2)
 
 
-def solve(Q, p, y, C, alpha0, *, tol=1e-3, working_set_size=None, shrinking=True, max_iter=None,
-          callback=None, verbose=False) -> SolverResult:
+def solve(Q, p, y, C, alpha0, *, tol=1e-3, working_set_size=None, cache_size=200.0, shrinking=True,
+          max_iter=None, callback=None, verbose=False) -> SolverResult:
     """Minimise 1/2 a'Qa + p'a subject to y'a = y'alpha0 and 0 <= a <= C by working-set decomposition.
 
     Q: a Q-matrix (``qmatrix.KernelQ`` or ``qmatrix.PrecomputedQ``) with n variables; p, y, C, alpha0:
     (n,) float64, y in {+1, -1}, alpha0 feasible (0 <= alpha0 <= C). ``working_set_size`` q >= 2 (None:
-    64, at most n); ``tol``: stopping tolerance on the KKT violation m(a) - M(a); ``max_iter``: bound
-    on outer iterations (None: no bound; a RuntimeWarning is issued when it is reached);
-    ``callback(info)`` is called after every outer iteration with a dict (n_iter, kkt_violation,
-    n_active, seconds). Raises ValueError for an infeasible alpha0 or a working-set size < 2.
+    16); ``cache_size``: MB of cached columns (at least q columns are kept); ``tol``: stopping tolerance
+    on the KKT violation m(a) - M(a); ``max_iter``: bound on iterations (None: none; a RuntimeWarning is
+    issued when it is reached); ``callback(info)`` is called about every 1000 iterations with a dict
+    (n_iter, kkt_violation, n_active, seconds). Raises ValueError for an infeasible alpha0 or q < 2.
     """
     n = Q.n
-    y = np.asarray(y, dtype=np.float64)
-    p = np.asarray(p, dtype=np.float64)
-    C = np.asarray(C, dtype=np.float64)
+    y = np.ascontiguousarray(y, dtype=np.float64)
+    p = np.ascontiguousarray(p, dtype=np.float64)
+    C = np.ascontiguousarray(C, dtype=np.float64)
     alpha = np.array(alpha0, dtype=np.float64)
+    if alpha.shape != (n,) or p.shape != (n,) or y.shape != (n,) or C.shape != (n,):
+        raise ValueError(f"p, y, C and alpha0 must have shape ({n},)")
     if np.any(alpha < 0) or np.any(alpha > C):
         raise ValueError("alpha0 is not feasible: need 0 <= alpha0 <= C")
-    q = min(64 if working_set_size is None else int(working_set_size), n)
+    q = min(16 if working_set_size is None else int(working_set_size), n)
     if q < 2:
-        raise ValueError(f"working_set_size must be >= 2, got {working_set_size}")
-    diag = np.asarray(Q.diagonal, dtype=np.float64)
+        raise ValueError(f"working_set_size must be >= 2 (and n >= 2), got {working_set_size} with n={n}")
     start = time.perf_counter()
+    diag = np.ascontiguousarray(Q.diagonal, dtype=np.float64)
+    cache = ColumnCache(n, cache_size, q)
     all_idx = np.arange(n, dtype=np.int64)
-    G = np.empty(n)
-    _accumulate(Q, G, p, alpha, all_idx, max(q, 256))
-    active = all_idx
-    shrink_every = max(2, 400 // q)
-    n_iter = n_inner = 0
-    since_shrink = 0
+    G = _gradient(Q, p, alpha, all_idx)
+    active = all_idx.copy()
+    act = all_idx  # the active set as handed to Q.rows; replaced when shrinking changes it
+    io = np.zeros(7, dtype=np.int64)
+    io[_N_ACTIVE] = n
+    fo = np.zeros(1)
+    need = np.empty(q, dtype=np.int64)
+    shrink_every = max(1, 1000 // q) if shrinking else 0
+    budget = 1000
     converged = False
-    violation = np.inf
-    while max_iter is None or n_iter < max_iter:
-        B, m, M = select_working_set(G, alpha, y, C, active, q)
-        violation = m - M
-        if violation <= tol or len(B) < 2:
-            if len(active) < n:
+    while True:
+        left = budget if max_iter is None else min(budget, max_iter - int(io[_N_ITER]))
+        if left <= 0:
+            break
+        status = _iterate(G, alpha, y, C, diag, active, io, fo, cache.data, cache.slot_of, cache.last_used,
+                          q, tol, shrink_every, left, need)
+        if io[_N_ACTIVE] != len(act):
+            act = active[:io[_N_ACTIVE]].copy()
+        if status == _NEED_COLUMNS:
+            idx = need[:io[_N_NEED]].copy()
+            cache.insert(idx, Q.rows(idx, act), act, io[_CLOCK])
+            continue
+        if status == _CONVERGED:
+            if len(act) < n:
                 # Converged on the active set: reconstruct the shrunk gradients and check everyone.
-                inactive = np.setdiff1d(all_idx, active, assume_unique=True)
-                _accumulate(Q, G, p, alpha, inactive, max(q, 256))
-                active = all_idx
+                inactive = np.setdiff1d(all_idx, act, assume_unique=True)
+                G[inactive] = _gradient(Q, p, alpha, inactive)
+                active[:] = all_idx
+                act = all_idx
+                io[_N_ACTIVE] = n
+                cache.clear()
                 Q.reset()
                 if verbose:
-                    print(f"[smo] unshrink at iter {n_iter}: violation {violation:.3g} on the active set")
+                    print(f"[smo] iteration {io[_N_ITER]}: converged on {len(inactive)} fewer variables; unshrinking")
                 continue
             converged = True
             break
-        rows = Q.rows(B, active)
-        pos = B if len(active) == n else np.searchsorted(active, B)
-        QBB = np.ascontiguousarray(rows[:, pos], dtype=np.float64)
-        aB = alpha[B]
-        GB = G[B].copy()
-        old = aB.copy()
-        eps = max(tol, 0.1 * violation) if len(active) == n else tol
-        n_inner += solve_subproblem(QBB, diag[B], GB, aB, y[B], C[B], eps, 100 * len(B))
-        delta = aB - old
-        changed = delta != 0
-        if changed.any():
-            alpha[B] = aB
-            update_gradient(G, active, np.ascontiguousarray(rows[changed]), delta[changed])
-        n_iter += 1
-        since_shrink += 1
-        if shrinking and since_shrink >= shrink_every:
-            since_shrink = 0
-            active = shrink(G, alpha, y, C, active, m, M)
+        info = {"n_iter": int(io[_N_ITER]), "kkt_violation": float(fo[0]), "n_active": int(io[_N_ACTIVE]),
+                "seconds": time.perf_counter() - start}
         if callback is not None:
-            callback({"n_iter": n_iter, "kkt_violation": violation, "n_active": len(active),
-                      "seconds": time.perf_counter() - start})
-        if verbose and n_iter % 100 == 0:
-            obj = 0.5 * float(alpha @ (G + p))
-            print(f"[smo] iter {n_iter}: violation {violation:.4g}, objective {obj:.6g}, active {len(active)}, "
-                  f"cache hit rate {Q.hit_rate:.2f}")
+            callback(info)
+        if verbose:
+            hits = io[_HITS]
+            print(f"[smo] iteration {info['n_iter']}: violation {info['kkt_violation']:.4g}, objective "
+                  f"{0.5 * float(alpha @ (G + p)):.8g}, active {info['n_active']}, "
+                  f"cache hit rate {hits / max(hits + cache.misses, 1):.3f}")
+    if not converged and len(act) < n:
+        inactive = np.setdiff1d(all_idx, act, assume_unique=True)
+        G[inactive] = _gradient(Q, p, alpha, inactive)
+    violation = fo[0]
     if not converged:
-        if len(active) < n:
-            inactive = np.setdiff1d(all_idx, active, assume_unique=True)
-            _accumulate(Q, G, p, alpha, inactive, max(q, 256))
-            _, m, M = select_working_set(G, alpha, y, C, all_idx, 2)
-            violation = m - M
+        _, m, M = violation_extremes(G, alpha, y, C, all_idx)
+        violation = m - M
         warnings.warn(f"solver stopped at max_iter={max_iter} with KKT violation {violation:.3g} > tol={tol}",
                       RuntimeWarning, stacklevel=2)
     objective = 0.5 * float(alpha @ (G + p))
+    hit_rate = io[_HITS] / max(io[_HITS] + cache.misses, 1)
     seconds = time.perf_counter() - start
     if verbose:
-        print(f"[smo] done: {n_iter} iterations ({n_inner} pair steps), violation {violation:.3g}, "
-              f"objective {objective:.8g}, cache hit rate {Q.hit_rate:.2f}, {seconds:.2f} s")
-    return SolverResult(alpha, G, compute_rho(G, alpha, y, C), objective, n_iter, n_inner,
-                        float(max(violation, 0.0)), Q.hit_rate, seconds, converged)
+        print(f"[smo] done: {io[_N_ITER]} iterations ({io[_N_INNER]} pair steps), violation {violation:.3g}, "
+              f"objective {objective:.10g}, cache hit rate {hit_rate:.3f}, {seconds:.2f} s")
+    if callback is not None:
+        callback({"n_iter": int(io[_N_ITER]), "kkt_violation": float(violation), "n_active": n,
+                  "seconds": seconds})
+    return SolverResult(alpha, G, compute_rho(G, alpha, y, C), objective, int(io[_N_ITER]), int(io[_N_INNER]),
+                        float(max(violation, 0.0)), float(hit_rate), seconds, converged)

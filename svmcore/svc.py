@@ -48,12 +48,11 @@ class _KernelSVM(BaseEstimator):
     def _make_q(self, X, spec, y):
         if spec.kind == "precomputed":
             return PrecomputedQ(X, y)
-        q = self.working_set_size or 64
-        return KernelQ(X, spec, y, cache_mb=self.cache_size, max_working_set=q)
+        return KernelQ(X, spec, y)
 
     def _run(self, Q, p, y, C, alpha0):
         return solve(Q, p, y, C, alpha0, tol=self.tol, working_set_size=self.working_set_size,
-                     shrinking=bool(self.shrinking), max_iter=self.max_iter, callback=self.callback,
+                     cache_size=self.cache_size, shrinking=bool(self.shrinking), max_iter=self.max_iter, callback=self.callback,
                      verbose=self.verbose)
 
     def _store(self, X, spec, res, coef, support):
@@ -117,8 +116,8 @@ class SVC(_KernelSVM):
 
     Parameters: C > 0; kernel "linear" | "poly" | "rbf" | "precomputed"; degree (poly); gamma "scale" |
     "auto" | float > 0 (as in scikit-learn); coef0; tol (KKT violation, LIBSVM's eps); cache_size in MB
-    for kernel columns; working_set_size q >= 2 (None: 64); shrinking; max_iter (outer iterations, None:
-    until converged); verbose; callback(info dict) after each outer iteration (progress bars).
+    for kernel columns; working_set_size q >= 2 (None: 16); shrinking; max_iter (iterations, None:
+    until converged); verbose; callback(info dict) about every 1000 iterations (progress bars).
 
     Learned: classes_ (2,), support_ (n_SV,) int64, support_vectors_ (n_SV, d) float64, dual_coef_
     (1, n_SV) = alpha_i y_i with y = +1 for classes_[1], intercept_ (1,), objective_ (1/2 a'Qa - 1'a at
