@@ -55,19 +55,18 @@ def resolve_kernel(kernel, X, gamma, degree, coef0) -> KernelSpec:
     return KernelSpec("rbf", g)
 
 
-@nb.njit(cache=True, parallel=True)
-def _finish_rbf(dot, sq_a, sq_b, gamma, out):
+@nb.njit(cache=True)
+def _rbf_exponent(dot, sq_a, sq_b, gamma, out):
     m, k = dot.shape
-    for i in nb.prange(m):
+    for i in range(m):
         for j in range(k):
-            d2 = sq_a[i] + sq_b[j] - 2.0 * dot[i, j]
-            out[i, j] = np.exp(-gamma * max(d2, 0.0))
+            out[i, j] = -gamma * max(sq_a[i] + sq_b[j] - 2.0 * dot[i, j], 0.0)
 
 
-@nb.njit(cache=True, parallel=True)
+@nb.njit(cache=True)
 def _finish_poly(dot, gamma, coef0, degree, out):
     m, k = dot.shape
-    for i in nb.prange(m):
+    for i in range(m):
         for j in range(k):
             b = gamma * dot[i, j] + coef0
             r = 1.0
@@ -102,7 +101,8 @@ def kernel_block(A, B, spec: KernelSpec, sq_a=None, sq_b=None, out=None):
     elif spec.kind == "rbf":
         sq_a = row_norms_sq(A) if sq_a is None else sq_a
         sq_b = row_norms_sq(B) if sq_b is None else sq_b
-        _finish_rbf(dot, sq_a, sq_b, spec.gamma, out)
+        _rbf_exponent(dot, sq_a, sq_b, spec.gamma, out)
+        np.exp(out, out=out)  # numpy's SIMD exp: several times faster than a scalar loop
     else:
         raise ValueError(f"kernel_block: cannot evaluate kernel {spec.kind!r}")
     return out

@@ -1,0 +1,161 @@
+"""Dual coordinate descent for linear SVM+ (Li, Dai, Tan, Xu, Van Gool, CVPR 2016, Algorithm 1).
+
+With the biases absorbed by a constant feature (Eq. 7: x~ = [x; 1], x~* = [x*; 1]) the SVM+ dual is
+the bound-constrained QP (8)/(9) over beta = [alpha; zeta] >= 0::
+
+    min  D(alpha, zeta) = 1/2 ||w||^2 + gamma/2 ||w*||^2 - 1'alpha
+    w  = sum_i alpha_i y_i x~_i,     w* = (1/gamma) sum_i (alpha_i + zeta_i - C) x~*_i
+
+Keeping w and w* up to date makes each coordinate's gradient an O(nnz of a row) inner product:
+(13) dD/dalpha_i = y_i w'x~_i + w*'x~*_i - 1,   (14) dD/dzeta_i = w*'x~*_i,
+and the exact one-variable minimiser clipped at 0 gives updates (15) and (16).  Coordinates are
+visited in a fresh random order each epoch; LIBLINEAR's shrinking (Hsieh et al., ICML 2008) drops
+coordinates at their bound whose gradient exceeds the previous epoch's largest projected gradient,
+and the solver stops when max PG - min PG <= tol over all 2n coordinates.
+
+One loop serves dense and CSR data: a row is either a 2-D float64 array or a ``(data, indices,
+indptr)`` tuple, and numba compiles one variant per combination of the two kinds.
+"""
+from __future__ import annotations
+
+import numba as nb
+import numpy as np
+import scipy.sparse as sp
+from numba import types
+from numba.extending import overload
+
+
+def as_rows(X):
+    """Return the argument :func:`dcd_svmplus` takes for ``X``: the array itself or a CSR tuple."""
+    if sp.issparse(X):
+        X = sp.csr_matrix(X)
+        return (np.ascontiguousarray(X.data, dtype=np.float64), X.indices.astype(np.int64), X.indptr.astype(np.int64))
+    return np.ascontiguousarray(X, dtype=np.float64)
+
+
+def _row_dot(X, i, w):
+    """w[:d]'x_i + w[d]: inner product with the bias-augmented row x~_i."""
+
+
+def _row_axpy(X, i, a, w):
+    """w += a x~_i for the bias-augmented row x~_i."""
+
+
+# reassociation lets LLVM vectorise the row loops (2.3x per epoch on CBCL, d* = 361); the inputs are
+# checked finite, so it only changes rounding (no nnan/ninf assumptions)
+_ROW_FLAGS = {"fastmath": {"reassoc", "contract"}}
+
+
+@overload(_row_dot, jit_options=_ROW_FLAGS)
+def _row_dot_impl(X, i, w):
+    if isinstance(X, types.Array):
+        def dense(X, i, w):
+            d = X.shape[1]
+            s = w[d]
+            for k in range(d):
+                s += X[i, k] * w[k]
+            return s
+        return dense
+
+    def csr(X, i, w):
+        data, indices, indptr = X
+        s = w[w.shape[0] - 1]
+        for k in range(indptr[i], indptr[i + 1]):
+            s += data[k] * w[indices[k]]
+        return s
+    return csr
+
+
+@overload(_row_axpy, jit_options=_ROW_FLAGS)
+def _row_axpy_impl(X, i, a, w):
+    if isinstance(X, types.Array):
+        def dense(X, i, a, w):
+            d = X.shape[1]
+            for k in range(d):
+                w[k] += a * X[i, k]
+            w[d] += a
+        return dense
+
+    def csr(X, i, a, w):
+        data, indices, indptr = X
+        for k in range(indptr[i], indptr[i + 1]):
+            w[indices[k]] += a * data[k]
+        w[w.shape[0] - 1] += a
+    return csr
+
+
+@nb.njit(cache=True)
+def dcd_svmplus(X, Z, y, sq_x, sq_z, C, gamma, alpha, zeta, w, w_star, tol, max_iter, seed):
+    """Run Algorithm 1 in place on ``alpha``, ``zeta``, ``w``, ``w_star``; return ``(n_epochs, violation)``.
+
+    X (n, d) / Z (n, d*): main and privileged rows (float64 arrays or CSR tuples from :func:`as_rows`),
+    without the constant feature, which is implicit. y (n,) float64 in {+1, -1}. sq_x, sq_z (n,):
+    squared row norms of X and Z (without the constant). alpha, zeta (n,) >= 0 with w (d + 1,) and
+    w_star (d* + 1,) consistent with them (see the module docstring). ``violation`` is the final
+    max PG - min PG over all coordinates; it is <= tol unless ``max_iter`` epochs ran out.
+    """
+    n = y.shape[0]
+    inv_gamma = 1.0 / gamma
+    q_alpha = np.empty(n)
+    q_zeta = np.empty(n)
+    for i in range(n):
+        q_zeta[i] = (sq_z[i] + 1.0) * inv_gamma
+        q_alpha[i] = sq_x[i] + 1.0 + q_zeta[i]
+    # coordinate j < n is alpha_j, j >= n is zeta_{j - n}
+    index = np.arange(2 * n)
+    active = 2 * n
+    pg_max_old = np.inf
+    np.random.seed(seed)
+    violation = np.inf
+    epoch = 0
+    while epoch < max_iter:
+        epoch += 1
+        for s in range(active):
+            t = s + np.random.randint(active - s)
+            index[s], index[t] = index[t], index[s]
+        pg_max = -np.inf
+        pg_min = np.inf
+        s = 0
+        while s < active:
+            j = index[s]
+            is_alpha = j < n
+            i = j if is_alpha else j - n
+            g = _row_dot(Z, i, w_star)
+            if is_alpha:
+                g += y[i] * _row_dot(X, i, w) - 1.0
+                v = alpha[i]
+            else:
+                v = zeta[i]
+            pg = g
+            if v == 0.0:
+                if g > pg_max_old:
+                    active -= 1
+                    index[s], index[active] = index[active], index[s]
+                    continue
+                if g > 0.0:
+                    pg = 0.0
+            pg_max = max(pg_max, pg)
+            pg_min = min(pg_min, pg)
+            if pg != 0.0:
+                if is_alpha:
+                    new = max(v - g / q_alpha[i], 0.0)
+                    delta = new - v
+                    alpha[i] = new
+                    _row_axpy(X, i, delta * y[i], w)
+                else:
+                    new = max(v - g / q_zeta[i], 0.0)
+                    delta = new - v
+                    zeta[i] = new
+                _row_axpy(Z, i, delta * inv_gamma, w_star)
+            s += 1
+        violation = pg_max - pg_min
+        if violation <= tol:
+            if active == 2 * n:
+                break
+            # converged on the shrunken problem: check every coordinate again
+            active = 2 * n
+            pg_max_old = np.inf
+            continue
+        pg_max_old = pg_max if pg_max > 0.0 else np.inf
+    return epoch, violation
+

@@ -1,0 +1,267 @@
+"""SVM+ (Li et al. CVPR 2016): LinearSVMPlus (DCD on dual (8)) and KernelSVMPlus (SMO on dual (22)),
+checked against a general QP solver (cvxopt) on random and real (MNIST+) data."""
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import svmcore
+from svmcore import qp_baselines as qb
+from svmcore.kernels import KernelSpec, kernel_block
+from svmcore.svmplus import (KernelSVMPlus, LinearSVMPlus, correcting_gram, l2_svmplus_q,
+                             mean_distance_gamma)
+
+pytest.importorskip("cvxopt")
+
+
+def _random_problem(seed, n=70, d=6, d_star=4):
+    """The main view separates the classes with a margin that shrinks with a per-sample difficulty s;
+    the privileged view sees s (so it can model the slack)."""
+    rng = np.random.default_rng(seed)
+    s = rng.uniform(size=n)
+    y = np.where(np.arange(n) % 2 == 0, 1, -1)
+    X = rng.normal(size=(n, d))
+    X[:, 0] = y * (2.0 - 2.0 * s) + 0.3 * X[:, 0]
+    X_star = rng.normal(size=(n, d_star))
+    X_star[:, 0] = 3.0 * s
+    return X, X_star, y
+
+
+@pytest.fixture(scope="module")
+def mnist_plus(data_dir):
+    d = np.load(data_dir / "bench" / "mnist_plus" / "mnist_plus.npz")
+    l1 = lambda A: A / np.abs(A).sum(axis=1, keepdims=True)  # noqa: E731  (the authors' demo)
+    l2 = lambda A: A / np.linalg.norm(A, axis=1, keepdims=True)  # noqa: E731
+    raw = {k: d[k].astype(np.float64) for k in ("X_train", "Xstar_train", "X_test")}
+    return {"l1": {k: l1(v) for k, v in raw.items()}, "l2": {k: l2(v) for k, v in raw.items()},
+            "y_train": d["y_train"], "y_test": d["y_test"]}
+
+
+def _signs(est, y):
+    return np.where(np.asarray(y) == est.classes_[1], 1.0, -1.0)
+
+
+def _linear_reference(X, X_star, ys, C, gamma):
+    Xd = X.toarray() if sp.issparse(X) else X
+    return qb.svmplus_biasfree_qp(Xd @ Xd.T + 1.0, X_star @ X_star.T + 1.0, ys, C, gamma)
+
+
+# --- LinearSVMPlus: optimum of the dual (8) ----------------------------------------------------------
+@pytest.mark.parametrize("C,gamma", [(1.0, 1.0), (0.1, 1.0), (1.0, 10.0)])
+@pytest.mark.parametrize("sparse", [False, True])
+def test_linear_reaches_qp_optimum_random(C, gamma, sparse):
+    X, X_star, y = _random_problem(0)
+    X[np.abs(X) < 0.5] = 0.0  # some sparsity for the CSR path
+    Xin = sp.csr_matrix(X) if sparse else X
+    est = LinearSVMPlus(C=C, gamma=gamma, tol=1e-4, max_iter=100000, random_state=0).fit(Xin, X_star, y)
+    ys = _signs(est, y)
+    ref = _linear_reference(X, X_star, ys, C, gamma)
+    assert abs(est.objective_ - ref["objective"]) <= 1e-4 * abs(ref["objective"])
+    # the primal (w, w*) is unique: compare it too
+    w_ref = (ref["alpha"] * ys) @ np.hstack([X, np.ones((len(y), 1))])
+    assert np.abs(w_ref).max() > 0.1  # not the trivial solution w = 0 (all slack in x*)
+    np.testing.assert_allclose(np.append(est.coef_, est.intercept_), w_ref, atol=1e-3 * np.abs(w_ref).max())
+    assert est.kkt_violation_ <= 1e-4
+
+
+@pytest.mark.parametrize("C,gamma", [(1.0, 1.0), (0.1, 0.01), (1000.0, 100.0)])
+def test_linear_reaches_qp_optimum_mnist_plus(mnist_plus, C, gamma):
+    X, X_star, y = mnist_plus["l2"]["X_train"], mnist_plus["l2"]["Xstar_train"], mnist_plus["y_train"]
+    est = LinearSVMPlus(C=C, gamma=gamma, tol=1e-3, max_iter=100000, random_state=1).fit(X, X_star, y)
+    ref = _linear_reference(X, X_star, _signs(est, y), C, gamma)
+    assert abs(est.objective_ - ref["objective"]) <= 1e-4 * abs(ref["objective"])
+
+
+def test_linear_sparse_and_dense_agree():
+    X, X_star, y = _random_problem(0)
+    X[np.abs(X) < 0.3] = 0.0
+    kw = dict(C=0.1, gamma=1.0, tol=1e-5, max_iter=100000, random_state=5)
+    dense = LinearSVMPlus(**kw).fit(X, X_star, y)
+    sparse = LinearSVMPlus(**kw).fit(sp.csr_matrix(X), sp.csr_matrix(X_star), y)
+    assert np.abs(dense.coef_).max() > 0.1  # a non-trivial solution
+    np.testing.assert_allclose(sparse.coef_, dense.coef_, rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(sparse.coef_star_, dense.coef_star_, rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(sparse.decision_function(sp.csr_matrix(X)), dense.decision_function(X), atol=1e-6)
+
+
+def test_kernel_sparse_and_dense_agree():
+    X, X_star, y = _random_problem(0)
+    X[np.abs(X) < 0.3] = 0.0
+    dense = KernelSVMPlus(tol=1e-5).fit(X, X_star, y)
+    sparse = KernelSVMPlus(tol=1e-5).fit(sp.csr_matrix(X), sp.csr_matrix(X_star), y)
+    assert sparse.kernel_gamma_ == pytest.approx(dense.kernel_gamma_)
+    assert sparse.objective_ == pytest.approx(dense.objective_, rel=1e-6)
+    np.testing.assert_allclose(sparse.decision_function(sp.csr_matrix(X)), dense.decision_function(X),
+                               atol=1e-4 * dense.rho_)
+
+
+def test_linear_deterministic_and_warns_at_max_iter():
+    X, X_star, y = _random_problem(4)
+    a = LinearSVMPlus(C=0.1, gamma=1.0, random_state=7).fit(X, X_star, y)
+    b = LinearSVMPlus(C=0.1, gamma=1.0, random_state=7).fit(X, X_star, y)
+    np.testing.assert_array_equal(a.coef_, b.coef_)
+    with pytest.warns(RuntimeWarning, match="max_iter"):
+        LinearSVMPlus(C=1.0, gamma=1.0, tol=1e-8, max_iter=2, random_state=0).fit(X, X_star, y)
+
+
+def test_linear_correcting_function_is_the_slack_model():
+    """At the optimum of (8): xi(x*_i) >= 0 where zeta would bind, and y_i f(x_i) >= 1 - xi(x*_i)."""
+    X, X_star, y = _random_problem(5)
+    est = LinearSVMPlus(C=1.0, gamma=1.0, tol=1e-6, max_iter=100000, random_state=0).fit(X, X_star, y)
+    xi = est.correcting_function(X_star)
+    margin = _signs(est, y) * est.decision_function(X)
+    assert xi.min() >= -1e-3
+    assert (margin - 1.0 + xi).min() >= -1e-3
+
+
+# --- KernelSVMPlus: optimum of the dual (22) ---------------------------------------------------------
+def test_correcting_gram_equals_explicit_inverse():
+    rng = np.random.default_rng(0)
+    Z = rng.normal(size=(40, 3))
+    K_star = kernel_block(Z, Z, KernelSpec("rbf", 0.5)) + 1.0
+    for C, gamma in [(1.0, 1.0), (100.0, 0.01), (0.01, 100.0)]:
+        explicit = (np.eye(40) - np.linalg.inv(np.eye(40) + C / gamma * K_star)) / C
+        np.testing.assert_allclose(correcting_gram(K_star, C, gamma), explicit, atol=1e-10 / C)
+
+
+def _kernel_reference(est, X, X_star, y):
+    spec = KernelSpec(est.kernel, est.kernel_gamma_) if est.kernel == "rbf" else KernelSpec("linear")
+    spec_star = (KernelSpec(est.kernel_star, est.kernel_star_gamma_) if est.kernel_star == "rbf"
+                 else KernelSpec("linear"))
+    Q = l2_svmplus_q(kernel_block(X, X, spec) + 1.0, kernel_block(X_star, X_star, spec_star) + 1.0,
+                     _signs(est, y), est.C, est.gamma)
+    return qb.l2_svmplus_qp(Q)
+
+
+@pytest.mark.parametrize("C,gamma,kernel", [(1.0, 1.0, "rbf"), (100.0, 1.0, "rbf"), (0.1, 10.0, "rbf"),
+                                            (1.0, 1.0, "linear")])
+def test_kernel_reaches_qp_optimum_random(C, gamma, kernel):
+    X, X_star, y = _random_problem(1)
+    est = KernelSVMPlus(C=C, gamma=gamma, kernel=kernel).fit(X, X_star, y)
+    ref = _kernel_reference(est, X, X_star, y)
+    assert abs(est.objective_ - ref["objective"]) <= 1e-4 * ref["objective"]
+    # decision function = sum_i alpha_i y_i (K(x_i, x) + 1), from the reference alpha
+    spec = est._spec()
+    f_ref = (kernel_block(X, X, spec) + 1.0) @ (ref["alpha"] * _signs(est, y))
+    assert np.abs(f_ref).max() > 1e-2 * est.rho_  # not the trivial solution f = 0
+    np.testing.assert_allclose(est.decision_function(X), f_ref, atol=2e-2 * np.abs(f_ref).max())
+
+
+@pytest.mark.parametrize("C,gamma", [(1.0, 1.0), (10.0, 0.1)])
+def test_kernel_reaches_qp_optimum_mnist_plus(mnist_plus, C, gamma):
+    X, X_star, y = mnist_plus["l1"]["X_train"], mnist_plus["l1"]["Xstar_train"], mnist_plus["y_train"]
+    est = KernelSVMPlus(C=C, gamma=gamma).fit(X, X_star, y)
+    assert est.kernel_gamma_ == pytest.approx(mean_distance_gamma(X))
+    ref = _kernel_reference(est, X, X_star, y)
+    assert abs(est.objective_ - ref["objective"]) <= 1e-4 * ref["objective"]
+
+
+def test_privileged_information_helps_on_mnist_plus(mnist_plus):
+    """Same Gaussian kernel on the main features: SVM+ (C=1, gamma=1, the authors' demo setting) beats the
+    SVM (LIBSVM via scikit-learn, C=1) on the 1,866 test digits."""
+    from sklearn.svm import SVC
+
+    d = mnist_plus["l1"]
+    y, y_test = mnist_plus["y_train"], mnist_plus["y_test"]
+    plus = KernelSVMPlus(C=1.0, gamma=1.0).fit(d["X_train"], d["Xstar_train"], y)
+    svm = SVC(C=1.0, kernel="rbf", gamma=plus.kernel_gamma_).fit(d["X_train"], y)
+    acc_plus = plus.score(d["X_test"], y_test)
+    acc_svm = svm.score(d["X_test"], y_test)
+    assert acc_plus > acc_svm
+    assert acc_plus > 0.9
+
+
+def test_qp_baseline_biases_satisfy_kkt():
+    """The equality multipliers of (4) are b and b*: check the SVM+ KKT conditions with them."""
+    X, X_star, y = _random_problem(2, n=50)
+    K, K_star = X @ X.T, kernel_block(X_star, X_star, KernelSpec("rbf", 0.3))
+    C, gamma = 1.0, 0.5
+    sol = qb.svmplus_qp(K, K_star, y.astype(float), C, gamma)
+    a, z = sol["alpha"], sol["zeta"]
+    assert abs(a @ y) < 1e-8 and abs((a + z - C).sum()) < 1e-6
+    xi = K_star @ (a + z - C) / gamma + sol["b_star"]
+    slack = y * (K @ (a * y) + sol["b"]) - 1.0 + xi
+    assert xi.min() > -1e-6 and slack.min() > -1e-6
+    assert (a > 1e-6).sum() > 5 and (z > 1e-6).sum() > 5
+    assert np.abs(slack[a > 1e-6]).max() < 1e-5 and np.abs(xi[z > 1e-6]).max() < 1e-5
+    # the biased optimum is above the bias-free one (fewer constraints, absorbed biases)
+    assert sol["objective"] >= qb.svmplus_biasfree_qp(K + 1.0, K_star + 1.0, y.astype(float), C, gamma)[
+        "objective"] - 1e-8
+
+
+# --- persistence -------------------------------------------------------------------------------------
+@pytest.mark.parametrize("make", [lambda: LinearSVMPlus(C=0.1, gamma=1.0, random_state=0),
+                                  lambda: KernelSVMPlus(C=1.0, gamma=1.0, kernel_star="linear")])
+def test_save_load_roundtrip(tmp_path, make):
+    X, X_star, y = _random_problem(6)
+    y = np.where(y > 0, "face", "other")
+    est = make().fit(X, X_star, y)
+    path = est.save(tmp_path / "model.npz")
+    loaded = svmcore.load(path)
+    assert type(loaded) is type(est) and loaded.get_params() == est.get_params()
+    np.testing.assert_array_equal(loaded.decision_function(X), est.decision_function(X))
+    np.testing.assert_array_equal(loaded.predict(X), est.predict(X))
+
+
+def test_load_rejects_inconsistent_state():
+    X, X_star, y = _random_problem(7)
+    est = KernelSVMPlus().fit(X, X_star, y)
+    params, meta, arrays = est._get_state()
+    arrays["support_vectors_"] = arrays["support_vectors_"][:, :2]
+    with pytest.raises(ValueError, match="support_vectors_"):
+        KernelSVMPlus._from_state(params, meta, arrays)
+    lin = LinearSVMPlus(C=0.1).fit(X, X_star, y)
+    params, meta, arrays = lin._get_state()
+    arrays["coef_"] = arrays["coef_"][:-1]
+    with pytest.raises(ValueError, match="coef_"):
+        LinearSVMPlus._from_state(params, meta, arrays)
+
+
+def test_lazy_exports():
+    assert svmcore.LinearSVMPlus is LinearSVMPlus and svmcore.KernelSVMPlus is KernelSVMPlus
+
+
+# --- bad input ---------------------------------------------------------------------------------------
+@pytest.mark.filterwarnings("ignore:LinearSVMPlus. stopped after:RuntimeWarning")
+@pytest.mark.parametrize("cls", [LinearSVMPlus, KernelSVMPlus])
+def test_bad_input(cls):
+    X, X_star, y = _random_problem(8, n=20)
+    with pytest.raises(ValueError, match="X_star: has 19 rows but X has 20"):
+        cls().fit(X, X_star[:-1], y)
+    bad = X_star.copy()
+    bad[3, 1] = np.nan
+    with pytest.raises(ValueError, match="X_star: contains NaN"):
+        cls().fit(X, bad, y)
+    bad = X.copy()
+    bad[0, 0] = np.inf
+    with pytest.raises(ValueError, match="X: contains NaN or infinity"):
+        cls().fit(bad, X_star, y)
+    with pytest.raises(ValueError, match="at least 2 classes"):
+        cls().fit(X, X_star, np.ones(20))
+    with pytest.raises(ValueError, match="at most 2 classes"):
+        cls().fit(X, X_star, np.arange(20) % 3)
+    with pytest.raises(ValueError, match="y: has 19 labels"):
+        cls().fit(X, X_star, y[:-1])
+    for gamma in (0.0, -1.0):
+        with pytest.raises(ValueError, match="gamma: must be > 0"):
+            cls(gamma=gamma).fit(X, X_star, y)
+    with pytest.raises(ValueError, match="C: must be > 0"):
+        cls(C=0.0).fit(X, X_star, y)
+    with pytest.raises(TypeError, match="gamma: expected a real number"):
+        cls(gamma="big").fit(X, X_star, y)
+    with pytest.raises(ValueError, match="not fitted"):
+        cls().predict(X)
+    est = cls().fit(X, X_star, y)
+    with pytest.raises(ValueError, match="X: has 4 features, but the model was fitted with 6"):
+        est.predict(X[:, :4])
+
+
+def test_bad_kernel_parameters():
+    X, X_star, y = _random_problem(9, n=20)
+    with pytest.raises(ValueError, match="kernel: unknown value 'sigmoid'"):
+        KernelSVMPlus(kernel="sigmoid").fit(X, X_star, y)
+    with pytest.raises(ValueError, match="kernel_star_gamma: must be > 0"):
+        KernelSVMPlus(kernel_star_gamma=-2.0).fit(X, X_star, y)
+    with pytest.raises(ValueError, match="tol: must be > 0"):
+        LinearSVMPlus(tol=0.0).fit(X, X_star, y)
+    with pytest.raises(ValueError, match="max_iter: must be >= 1"):
+        LinearSVMPlus(max_iter=0).fit(X, X_star, y)
