@@ -1,0 +1,233 @@
+"""svmcore.SVC / OneClassSVM against LIBSVM (scikit-learn), a general QP solver (cvxopt) and the KKT
+conditions, on real data (CBCL face patches, ijcnn1)."""
+import bz2
+import warnings
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from sklearn import svm as sk
+
+import svmcore
+from svmcore.kernels import pairwise_kernel
+
+
+def dual_objective(K, coef):
+    """1/2 a'Qa - 1'a from dual_coef_ = a*y (LIBSVM's convention)."""
+    return 0.5 * coef @ K @ coef - np.abs(coef).sum()
+
+
+@pytest.fixture(scope="module")
+def cbcl_small(cbcl):
+    rng = np.random.default_rng(0)
+    tr = rng.choice(len(cbcl["X_train"]), 1500, replace=False)
+    te = rng.choice(len(cbcl["X_test"]), 3000, replace=False)
+    return cbcl["X_train"][tr], cbcl["y_train"][tr], cbcl["X_test"][te], cbcl["y_test"][te]
+
+
+@pytest.fixture(scope="module")
+def ijcnn1_small(data_dir):
+    from sklearn.datasets import load_svmlight_file
+
+    X, y = load_svmlight_file(str(data_dir / "bench" / "ijcnn1" / "ijcnn1.trn.bz2"), n_features=22)
+    X = X.toarray()
+    return X[:2500], y[:2500], X[2500:6000], y[2500:6000]
+
+
+CASES = [
+    ("cbcl_small", dict(kernel="poly", degree=2, gamma=1 / 361, coef0=1.0, C=1.0)),
+    ("cbcl_small", dict(kernel="rbf", gamma="scale", C=10.0)),
+    ("ijcnn1_small", dict(kernel="rbf", gamma=2.0, C=32.0)),
+]
+
+
+@pytest.mark.parametrize("data,params", CASES)
+def test_matches_libsvm(request, data, params):
+    X, y, Xt, yt = request.getfixturevalue(data)
+    ours = svmcore.SVC(tol=1e-3, **params).fit(X, y)
+    ref = sk.SVC(tol=1e-3, **params).fit(X, y)
+    K = pairwise_kernel(X, kernel=params["kernel"], gamma=ours.gamma_, degree=params.get("degree", 3),
+                        coef0=params.get("coef0", 0.0))
+    coef = np.zeros(len(X))
+    coef[ours.support_] = ours.dual_coef_[0]
+    ref_coef = np.zeros(len(X))
+    ref_coef[ref.support_] = ref.dual_coef_[0]
+    obj, ref_obj = dual_objective(K, coef), dual_objective(K, ref_coef)
+    assert abs(obj - ref_obj) <= 1e-3 * abs(ref_obj)
+    assert abs(ours.objective_ - obj) <= 1e-4 * abs(obj)  # the reported objective is the true one
+    f, g = ours.decision_function(Xt), ref.decision_function(Xt)
+    assert np.corrcoef(f, g)[0, 1] > 0.999
+    assert abs(ours.score(Xt, yt) - ref.score(Xt, yt)) <= 0.002
+    assert ours.kkt_violation_ <= 1e-3
+
+
+def test_kkt_conditions_hold_on_full_gradient(cbcl_small):
+    X, y = cbcl_small[0][:800], cbcl_small[1][:800]
+    m = svmcore.SVC(kernel="rbf", gamma="scale", C=5.0, tol=1e-4).fit(X, y)
+    ys = np.where(y == m.classes_[1], 1.0, -1.0)
+    alpha = np.zeros(len(X))
+    alpha[m.support_] = m.dual_coef_[0] * ys[m.support_]
+    K = pairwise_kernel(X, kernel="rbf", gamma=m.gamma_)
+    G = (np.outer(ys, ys) * K) @ alpha - 1.0
+    v = -ys * G
+    up = ((ys > 0) & (alpha < 5.0 - 1e-12)) | ((ys < 0) & (alpha > 1e-12))
+    low = ((ys > 0) & (alpha > 1e-12)) | ((ys < 0) & (alpha < 5.0 - 1e-12))
+    # tol plus the rounding of float32 kernel columns (as in LIBSVM) in the gradient the solver maintains
+    assert v[up].max() - v[low].min() <= 2e-4
+    assert abs(ys @ alpha) < 1e-8 and alpha.min() >= 0 and alpha.max() <= 5.0
+    # the intercept is LIBSVM's: free vectors sit on the margin
+    free = (alpha > 1e-6) & (alpha < 5.0 - 1e-6)
+    assert np.allclose(m.decision_function(X[free]) * ys[free], 1.0, atol=1e-3)
+
+
+def test_matches_general_qp_solver(cbcl_small):
+    cvxopt = pytest.importorskip("cvxopt")
+    X, y = cbcl_small[0][:200], cbcl_small[1][:200]
+    ys = np.where(y == 1, 1.0, -1.0)
+    C = 2.0
+    K = pairwise_kernel(X, kernel="poly", gamma=1 / 361, degree=2, coef0=1.0)
+    n = len(X)
+    cvxopt.solvers.options.update(show_progress=False, abstol=1e-10, reltol=1e-10, feastol=1e-10)
+    sol = cvxopt.solvers.qp(cvxopt.matrix(np.outer(ys, ys) * K), cvxopt.matrix(-np.ones(n)),
+                            cvxopt.matrix(np.vstack([-np.eye(n), np.eye(n)])),
+                            cvxopt.matrix(np.r_[np.zeros(n), C * np.ones(n)]),
+                            cvxopt.matrix(ys[None, :]), cvxopt.matrix(0.0))
+    qp_obj = sol["primal objective"]
+    m = svmcore.SVC(kernel="poly", degree=2, gamma=1 / 361, coef0=1.0, C=C, tol=1e-5).fit(X, y)
+    assert abs(m.objective_ - qp_obj) <= 1e-5 * abs(qp_obj)
+
+
+@pytest.mark.parametrize("q,shrinking,cache", [(2, True, 200), (7, False, 200), (64, True, 200), (16, True, 0.05)])
+def test_working_set_size_shrinking_and_cache_do_not_change_the_solution(cbcl_small, q, shrinking, cache):
+    X, y = cbcl_small[0][:1000], cbcl_small[1][:1000]
+    base = svmcore.SVC(kernel="rbf", C=3.0, tol=1e-4).fit(X, y)
+    m = svmcore.SVC(kernel="rbf", C=3.0, tol=1e-4, working_set_size=q, shrinking=shrinking,
+                    cache_size=cache).fit(X, y)
+    assert abs(m.objective_ - base.objective_) <= 1e-5 * abs(base.objective_)
+    assert np.corrcoef(m.decision_function(X[:300]), base.decision_function(X[:300]))[0, 1] > 0.99999
+
+
+def test_precomputed_sparse_and_weights_agree(cbcl_small):
+    X, y, Xt, _ = cbcl_small
+    X, y = X[:600], y[:600]
+    dense = svmcore.SVC(kernel="rbf", gamma=0.05, C=2.0).fit(X, y)
+    sparse = svmcore.SVC(kernel="rbf", gamma=0.05, C=2.0).fit(sp.csr_matrix(X), y)
+    pre = svmcore.SVC(kernel="precomputed", C=2.0).fit(pairwise_kernel(X, kernel="rbf", gamma=0.05), y)
+    for other in (sparse, pre):
+        assert abs(other.objective_ - dense.objective_) <= 1e-5 * abs(dense.objective_)
+    f = dense.decision_function(Xt[:200])
+    # separate solves to tol=1e-3 may differ by about tol in f
+    assert np.allclose(sparse.decision_function(sp.csr_matrix(Xt[:200])), f, atol=2e-3)
+    assert np.allclose(pre.decision_function(pairwise_kernel(Xt[:200], X, kernel="rbf", gamma=0.05)), f, atol=2e-3)
+    w = np.where(y == 1, 3.0, 0.5)
+    ours = svmcore.SVC(kernel="rbf", gamma=0.05, C=2.0).fit(X, y, sample_weight=w)
+    ref = sk.SVC(kernel="rbf", gamma=0.05, C=2.0).fit(X, y, sample_weight=w)
+    assert np.corrcoef(ours.decision_function(Xt), ref.decision_function(Xt))[0, 1] > 0.999
+
+
+def test_labels_keep_their_type_and_order(ijcnn1_small):
+    X, y, Xt, yt = ijcnn1_small
+    names = np.where(y > 0, "positive", "negative")
+    m = svmcore.SVC(kernel="rbf", gamma=2.0, C=4.0).fit(X[:800], names[:800])
+    numeric = svmcore.SVC(kernel="rbf", gamma=2.0, C=4.0).fit(X[:800], y[:800])
+    assert list(m.classes_) == ["negative", "positive"]
+    pred = m.predict(Xt[:500])
+    assert np.array_equal(pred == "positive", numeric.predict(Xt[:500]) > 0)
+    assert np.mean(pred == np.where(yt[:500] > 0, "positive", "negative")) > 0.85
+
+
+def test_one_class_matches_libsvm(cbcl_small):
+    X = cbcl_small[0][cbcl_small[1] == 1][:400]
+    Xt = cbcl_small[2]
+    for nu in (0.1, 0.5):
+        ours = svmcore.OneClassSVM(nu=nu, kernel="rbf", gamma=0.02).fit(X)
+        ref = sk.OneClassSVM(nu=nu, kernel="rbf", gamma=0.02).fit(X)
+        K = pairwise_kernel(X, kernel="rbf", gamma=0.02)
+        a = np.zeros(len(X))
+        a[ours.support_] = ours.dual_coef_[0]
+        b = np.zeros(len(X))
+        b[ref.support_] = ref.dual_coef_[0]
+        assert abs(a.sum() - nu * len(X)) < 1e-8
+        assert abs(0.5 * a @ K @ a - 0.5 * b @ K @ b) <= 1e-3 * (0.5 * b @ K @ b)
+        assert np.corrcoef(ours.decision_function(Xt), ref.decision_function(Xt))[0, 1] > 0.999
+        assert np.mean(ours.predict(Xt) == ref.predict(Xt)) > 0.99
+
+
+def test_progress_callback_and_max_iter(cbcl_small):
+    X, y = cbcl_small[0], cbcl_small[1]
+    seen = []
+    svmcore.SVC(kernel="rbf", C=10.0, callback=seen.append).fit(X, y)
+    assert seen and seen[-1]["kkt_violation"] <= 1e-3 and seen[-1]["n_iter"] > 0
+    with pytest.warns(RuntimeWarning, match="max_iter"):
+        m = svmcore.SVC(kernel="rbf", C=10.0, max_iter=3).fit(X, y)
+    assert m.n_iter_ == 3 and m.kkt_violation_ > 1e-3
+
+
+def test_save_load_roundtrip_and_refusals(cbcl_small, tmp_path):
+    X, y, Xt, _ = cbcl_small
+    m = svmcore.SVC(kernel="poly", degree=2, gamma=1 / 361, coef0=1.0).fit(X[:500], y[:500])
+    path = tmp_path / "model.npz"
+    m.save(path)
+    back = svmcore.load(path)
+    assert isinstance(back, svmcore.SVC) and back.get_params()["degree"] == 2
+    assert np.array_equal(back.decision_function(Xt[:100]), m.decision_function(Xt[:100]))
+    assert not list(tmp_path.glob(".*.tmp"))  # the temporary file was renamed away
+    oc = svmcore.OneClassSVM(nu=0.2).fit(X[:300])
+    oc.save(tmp_path / "oc.npz")
+    assert np.allclose(svmcore.load(tmp_path / "oc.npz").decision_function(Xt[:50]), oc.decision_function(Xt[:50]))
+
+    (tmp_path / "text.npz").write_text("not a model")
+    np.savez(tmp_path / "foreign.npz", a=np.arange(3))
+    raw = path.read_bytes()
+    (tmp_path / "truncated.npz").write_bytes(raw[: len(raw) // 2])
+    np.savez(tmp_path / "pickled.npz", __header__=np.array([{"class": "SVC"}], dtype=object))
+    for bad in ("text.npz", "foreign.npz", "truncated.npz", "pickled.npz"):
+        with pytest.raises(ValueError):
+            svmcore.load(tmp_path / bad)
+    with pytest.raises(FileNotFoundError):
+        svmcore.load(tmp_path / "missing.npz")
+    # a structurally valid file with inconsistent arrays
+    import json
+    with np.load(path) as z:
+        arrays = {k: z[k] for k in z.files}
+    arrays["dual_coef_"] = arrays["dual_coef_"][:, :3]
+    np.savez(tmp_path / "inconsistent.npz", **arrays)
+    with pytest.raises(ValueError, match="dual_coef_"):
+        svmcore.load(tmp_path / "inconsistent.npz")
+    header = json.loads(arrays["__header__"].tobytes())
+    header["class"] = "os.system"
+    arrays["__header__"] = np.frombuffer(json.dumps(header).encode(), dtype=np.uint8)
+    np.savez(tmp_path / "unknown.npz", **arrays)
+    with pytest.raises(ValueError, match="unknown model class"):
+        svmcore.load(tmp_path / "unknown.npz")
+
+
+@pytest.mark.parametrize("X,y,kwargs,exc,match", [
+    (np.array([[0.0, np.nan], [1.0, 2.0]]), [0, 1], {}, ValueError, "NaN"),
+    (np.array([[0.0, np.inf], [1.0, 2.0]]), [0, 1], {}, ValueError, "NaN or infinity"),
+    (np.zeros(4), [0, 1, 0, 1], {}, ValueError, "2-D"),
+    (np.array([["a", "b"], ["c", "d"]]), [0, 1], {}, TypeError, "dtype"),
+    (np.zeros((0, 3)), [], {}, ValueError, "at least 1 sample"),
+    (np.random.default_rng(0).random((5, 2)), [1, 1, 1, 1, 1], {}, ValueError, "2 classes"),
+    (np.random.default_rng(0).random((5, 2)), [0, 1, 2, 0, 1], {}, ValueError, "at most 2 classes"),
+    (np.random.default_rng(0).random((5, 2)), [0, 1, 0], {}, ValueError, "3 labels for 5 samples"),
+    (np.random.default_rng(0).random((5, 2)), [0, 1, 0, 1, 0], {"C": 0.0}, ValueError, "C: must be > 0"),
+    (np.random.default_rng(0).random((5, 2)), [0, 1, 0, 1, 0], {"C": -1.0}, ValueError, "C: must be > 0"),
+    (np.random.default_rng(0).random((5, 2)), [0, 1, 0, 1, 0], {"kernel": "sigmoidal"}, ValueError, "kernel"),
+    (np.random.default_rng(0).random((5, 2)), [0, 1, 0, 1, 0], {"gamma": -2.0}, ValueError, "gamma"),
+    (np.random.default_rng(0).random((5, 2)), [0, 1, 0, 1, 0], {"kernel": "precomputed"}, ValueError, "square"),
+])
+def test_bad_input_is_refused_clearly(X, y, kwargs, exc, match):
+    with pytest.raises(exc, match=match):
+        svmcore.SVC(**kwargs).fit(X, y)
+
+
+def test_predict_checks_features_and_fitting(cbcl_small):
+    X, y = cbcl_small[0][:200], cbcl_small[1][:200]
+    with pytest.raises(ValueError, match="not fitted"):
+        svmcore.SVC().decision_function(X)
+    m = svmcore.SVC().fit(X, y)
+    with pytest.raises(ValueError, match="361"):
+        m.predict(X[:, :100])
+    with pytest.raises(ValueError, match="NaN"):
+        m.predict(np.full((1, 361), np.nan))
