@@ -1,0 +1,124 @@
+"""Benchmark: svmcore.SVC against LIBSVM (scikit-learn's SVC) on the same data, in the same run.
+
+Prints, per problem: training seconds of both and their ratio (svmcore / LIBSVM), both dual objectives
+(1/2 a'Qa - 1'a, computed the same way for both), both test accuracies, support vector counts.
+
+Problems (real data from ../shared/data):
+  cbcl      CBCL Face DB #1 train (6,977 x 361, pixels in [0, 1]), poly degree 2, C=1; test on CBCL test
+  ijcnn1    ijcnn1 train (49,990 x 22), rbf gamma=2, C=32 (LIBSVM guide's setting); test on ijcnn1 test
+  patches   >= 100,000 patches of 361 dims: CBCL train faces with mirrored and shifted copies, CBCL train
+            non-faces, and non-face windows cut from nonface_scenes; rbf gamma="scale", C=1; test on CBCL test
+
+Usage: python scripts/bench_svc.py [--problems cbcl,ijcnn1,patches] [--cache-size 200] [--data DIR]
+Needs the bench extra (scikit-learn). Not part of the test suite.
+"""
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+import numpy as np
+
+import svmcore
+from svmcore.kernels import kernel_block
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+
+
+def cbcl(data):
+    d = np.load(data / "cbcl_face_db1" / "cbcl_face_db1_19x19_uint8.npz")
+    return d["X_train"], d["y_train"].astype(int), d["X_test"], d["y_test"].astype(int)
+
+
+def problem_cbcl(data):
+    X, y, Xt, yt = cbcl(data)
+    flat = lambda a: a.reshape(len(a), -1) / 255.0  # noqa: E731
+    return flat(X), y, flat(Xt), yt, dict(kernel="poly", degree=2, gamma=1 / 361, coef0=1.0, C=1.0)
+
+
+def problem_ijcnn1(data):
+    from sklearn.datasets import load_svmlight_file
+
+    X, y = load_svmlight_file(str(data / "bench" / "ijcnn1" / "ijcnn1.trn.bz2"), n_features=22)
+    Xt, yt = load_svmlight_file(str(data / "bench" / "ijcnn1" / "ijcnn1.tst.bz2"), n_features=22)
+    return X.toarray(), y, Xt.toarray(), yt, dict(kernel="rbf", gamma=2.0, C=32.0)
+
+
+def problem_patches(data, n_total=100_000, seed=0):
+    from facedet.imageio import read_grey
+    from facedet.patches import augment, sample_windows
+
+    X, y, Xt, yt = cbcl(data)
+    faces = augment(X[y == 1], mirror=True, shifts=1)  # 10 copies of each face
+    nonfaces = X[y == 0]
+    scenes = sorted(p for p in (data / "nonface_scenes").rglob("*") if p.suffix.lower() in (".jpg", ".png"))
+    need = n_total - len(faces) - len(nonfaces)
+    rng = np.random.default_rng(seed)
+    per = -(-need // len(scenes))
+    cut = np.concatenate([sample_windows(read_grey(p), per, rng) for p in scenes])[:need]
+    P = np.concatenate([faces, nonfaces, cut]).reshape(-1, 361) / 255.0
+    labels = np.r_[np.ones(len(faces)), np.zeros(len(nonfaces) + len(cut))].astype(int)
+    return P, labels, Xt.reshape(len(Xt), -1) / 255.0, yt, dict(kernel="rbf", gamma="scale", C=1.0)
+
+
+def objective(model, X, coef, support):
+    """1/2 a'Qa - 1'a from dual coefficients a_i y_i, without an n x n matrix."""
+    sv = X[support]
+    spec = model._spec
+    Kc = np.zeros(len(support))
+    for s in range(0, len(support), 2048):
+        Kc[s:s + 2048] = kernel_block(sv[s:s + 2048], sv, spec) @ coef
+    return 0.5 * coef @ Kc - np.abs(coef).sum()
+
+
+def run(name, X, y, Xt, yt, params, cache_size):
+    from sklearn.svm import SVC as LibSVM
+
+    # compile the numba code outside the timing
+    w = np.random.default_rng(0).choice(len(X), 300, replace=False)
+    svmcore.SVC(**params).fit(X[w], y[w])
+    print(f"\n== {name}: n={len(X)}, d={X.shape[1]}, {params}, cache {cache_size} MB", flush=True)
+    t = time.perf_counter()
+    ours = svmcore.SVC(cache_size=cache_size, **params).fit(X, y)
+    t_ours = time.perf_counter() - t
+    print(f"svmcore: {t_ours:.2f} s, {ours.n_iter_} iterations, cache hit rate {ours.cache_hit_rate_:.3f}", flush=True)
+    t = time.perf_counter()
+    ref = LibSVM(cache_size=cache_size, **params).fit(X, y)
+    t_ref = time.perf_counter() - t
+    print(f"LIBSVM:  {t_ref:.2f} s", flush=True)
+    obj_ref = objective(ours, X, ref.dual_coef_[0], ref.support_)
+    f_ours = ours.decision_function(Xt)
+    f_ref = ref.decision_function(Xt)
+    acc_ours = np.mean(ours.classes_[(f_ours > 0).astype(int)] == yt)
+    acc_ref = np.mean(ref.classes_[(f_ref > 0).astype(int)] == yt)
+    row = dict(problem=name, n=len(X), t_ours=t_ours, t_ref=t_ref, ratio=t_ours / t_ref, obj_ours=ours.objective_,
+               obj_ref=obj_ref, acc_ours=acc_ours, acc_ref=acc_ref, sv_ours=len(ours.support_), sv_ref=len(ref.support_),
+               corr=float(np.corrcoef(f_ours, f_ref)[0, 1]))
+    print("| {problem} | {n} | {t_ours:.2f} | {t_ref:.2f} | **{ratio:.2f}** | {obj_ours:.6g} | {obj_ref:.6g} | "
+          "{acc_ours:.2%} | {acc_ref:.2%} | {sv_ours} / {sv_ref} | {corr:.6f} |".format(**row), flush=True)
+    return row
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--problems", default="cbcl,ijcnn1,patches")
+    ap.add_argument("--cache-size", type=float, default=200.0, help="kernel cache in MB, for both solvers")
+    ap.add_argument("--n-patches", type=int, default=100_000)
+    ap.add_argument("--data", type=Path, default=DATA)
+    args = ap.parse_args()
+    makers = {"cbcl": problem_cbcl, "ijcnn1": problem_ijcnn1,
+              "patches": lambda d: problem_patches(d, args.n_patches)}
+    rows = []
+    for name in args.problems.split(","):
+        rows.append(run(name, *makers[name](args.data), args.cache_size))
+    print("\n| problem | n | svmcore s | LIBSVM s | ratio | objective svmcore | objective LIBSVM | acc svmcore | "
+          "acc LIBSVM | nSV | corr(f) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        print("| {problem} | {n} | {t_ours:.2f} | {t_ref:.2f} | **{ratio:.2f}** | {obj_ours:.6g} | {obj_ref:.6g} | "
+              "{acc_ours:.2%} | {acc_ref:.2%} | {sv_ours} / {sv_ref} | {corr:.6f} |".format(**r))
+
+
+if __name__ == "__main__":
+    main()
