@@ -21,9 +21,10 @@ class ColumnCache:
     """Least-recently-used cache of Q columns, bounded in megabytes (LIBSVM's cache, filled block-wise).
 
     ``data[slot]`` holds column ``owner[slot]`` as a length-n float32 row whose entries are valid on the
-    active set it was computed for; shrinking only removes variables, so it stays valid until
-    :meth:`clear` (the solver clears it when it reactivates all variables). ``slot_of[i]`` is column i's
-    slot or -1; ``last_used[slot]`` is the solver's clock at the slot's last use.
+    active set it was computed for; shrinking only removes variables, so it stays valid until the solver
+    reactivates all variables, when :meth:`drop_partial` forgets the columns not computed on all of
+    them (``full[slot]`` is False). ``slot_of[i]`` is column i's slot or -1; ``last_used[slot]`` is the
+    solver's clock at the slot's last use.
     """
 
     def __init__(self, n, cache_mb, min_columns):
@@ -33,12 +34,14 @@ class ColumnCache:
         self.slot_of = np.full(n, -1, dtype=np.int64)
         self.owner = np.full(self.n_slots, -1, dtype=np.int64)
         self.last_used = np.zeros(self.n_slots, dtype=np.int64)
+        self.full = np.zeros(self.n_slots, dtype=bool)
         self.misses = 0
 
-    def clear(self):
-        self.slot_of[:] = -1
-        self.owner[:] = -1
-        self.last_used[:] = 0
+    def drop_partial(self):
+        partial = np.flatnonzero(~self.full & (self.owner >= 0))
+        self.slot_of[self.owner[partial]] = -1
+        self.owner[partial] = -1
+        self.last_used[partial] = 0
 
     def insert(self, idx, block, active, clock):
         """Store rows ``block`` (len(idx), len(active)) as columns ``idx``, evicting the least recently
@@ -52,7 +55,8 @@ class ColumnCache:
         self.owner[victims] = idx
         self.slot_of[idx] = victims
         self.last_used[victims] = clock
-        if len(active) == self.data.shape[1]:
+        self.full[victims] = len(active) == self.data.shape[1]
+        if self.full[victims[0]]:
             self.data[victims] = block
         else:
             from .smo import store_rows

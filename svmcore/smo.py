@@ -91,6 +91,25 @@ def violation_extremes(G, alpha, y, C, active):
 
 
 @nb.njit(cache=True)
+def first_order_candidates(G, alpha, y, C, active, m, M, h):
+    """The h/2 largest violators -y_t G_t > M of I_up and the h/2 smallest < m of I_low."""
+    h2 = max(h // 2, 1)
+    up_v = np.empty(h2)
+    up_i = np.empty(h2, np.int64)
+    low_v = np.empty(h2)
+    low_i = np.empty(h2, np.int64)
+    n_up = 0
+    n_low = 0
+    for t in active:
+        v = -y[t] * G[t]
+        if v > M and _in_up(alpha[t], y[t], C[t]):
+            n_up = _push(up_v, up_i, n_up, h2, v, t)
+        if v < m and _in_low(alpha[t], y[t], C[t]):
+            n_low = _push(low_v, low_i, n_low, h2, -v, t)
+    return np.unique(np.concatenate((up_i[:n_up], low_i[:n_low])))
+
+
+@nb.njit(cache=True)
 def select_working_set(G, alpha, y, C, diag, active, i, m, M, Qi, q):
     """Working set B (sorted) of up to q variables: the maximal violator i (in I_up), the next
     q/2 - 1 violators of I_up by first-order gain, and q/2 of I_low by the second-order gain
@@ -235,9 +254,16 @@ def _iterate(G, alpha, y, C, diag, active, io, fo, data, slot_of, last_used, q, 
         if m - M <= tol:
             return _CONVERGED
         io[_CLOCK] += 1
-        if slot_of[i] < 0:  # WSS2 needs column i
+        if slot_of[i] < 0:
+            # WSS2 needs column i; fetch with it the uncached first-order candidates, which the working
+            # sets to come will likely want: one block of columns costs little more than one column.
             need[0] = i
-            io[_N_NEED] = 1
+            k = 1
+            for b in first_order_candidates(G, alpha, y, C, active[:n_active], m, M, need.shape[0] - q):
+                if slot_of[b] < 0 and b != i:
+                    need[k] = b
+                    k += 1
+            io[_N_NEED] = k
             return _NEED_COLUMNS
         B = select_working_set(G, alpha, y, C, diag, active[:n_active], i, m, M, data[slot_of[i]], q)
         if B.shape[0] < 2:
@@ -299,11 +325,28 @@ def _add_rows(G, rows_of, block, coef):
             G[rows_of[s]] += c * block[r, s]
 
 
-def _gradient(Q, p, alpha, rows_of, chunk=256):
-    """p + Q alpha on the variables ``rows_of``, from the columns of the nonzero alpha in blocks."""
+@nb.njit(cache=True)
+def _add_cached(G, rows_of, data, slots, coef):
+    """G[rows_of] += sum_r coef[r] * data[slots[r], rows_of] (cached full columns, read in place)."""
+    for r in range(coef.shape[0]):
+        c = coef[r]
+        row = data[slots[r]]
+        for s in range(rows_of.shape[0]):
+            G[rows_of[s]] += c * row[rows_of[s]]
+
+
+def _gradient(Q, p, alpha, rows_of, cache=None, chunk=256):
+    """p + Q alpha on the variables ``rows_of``, from the columns of the nonzero alpha: those cached on
+    all variables are read from ``cache``, the others computed in blocks."""
     G = np.zeros(Q.n)
     G[rows_of] = p[rows_of]
     nz = np.flatnonzero(alpha)
+    if cache is not None:
+        slots = cache.slot_of[nz]
+        hit = slots >= 0
+        hit[hit] = cache.full[slots[hit]]
+        _add_cached(G, rows_of, cache.data, slots[hit], alpha[nz[hit]])
+        nz = nz[~hit]
     for s in range(0, len(nz), chunk):
         idx = nz[s:s + chunk]
         _add_rows(G, rows_of, np.ascontiguousarray(Q.rows(idx, rows_of)), alpha[idx])
@@ -332,7 +375,7 @@ def solve(Q, p, y, C, alpha0, *, tol=1e-3, working_set_size=None, cache_size=200
 
     Q: a Q-matrix (``qmatrix.KernelQ`` or ``qmatrix.PrecomputedQ``) with n variables; p, y, C, alpha0:
     (n,) float64, y in {+1, -1}, alpha0 feasible (0 <= alpha0 <= C). ``working_set_size`` q >= 2 (None:
-    16); ``cache_size``: MB of cached columns (at least q columns are kept); ``tol``: stopping tolerance
+    64); ``cache_size``: MB of cached columns (at least 2q + 64 columns are kept); ``tol``: stopping tolerance
     on the KKT violation m(a) - M(a); ``max_iter``: bound on iterations (None: none; a RuntimeWarning is
     issued when it is reached); ``callback(info)`` is called about every 1000 iterations with a dict
     (n_iter, kkt_violation, n_active, seconds). Raises ValueError for an infeasible alpha0 or q < 2.
@@ -346,12 +389,13 @@ def solve(Q, p, y, C, alpha0, *, tol=1e-3, working_set_size=None, cache_size=200
         raise ValueError(f"p, y, C and alpha0 must have shape ({n},)")
     if np.any(alpha < 0) or np.any(alpha > C):
         raise ValueError("alpha0 is not feasible: need 0 <= alpha0 <= C")
-    q = min(16 if working_set_size is None else int(working_set_size), n)
+    q = min(64 if working_set_size is None else int(working_set_size), n)
     if q < 2:
         raise ValueError(f"working_set_size must be >= 2 (and n >= 2), got {working_set_size} with n={n}")
     start = time.perf_counter()
     diag = np.ascontiguousarray(Q.diagonal, dtype=np.float64)
-    cache = ColumnCache(n, cache_size, q)
+    need = np.empty(q + max(q, 32), dtype=np.int64)  # a working set's columns, or column i + prefetch
+    cache = ColumnCache(n, cache_size, 2 * len(need))  # room for a request beside the working set
     all_idx = np.arange(n, dtype=np.int64)
     G = _gradient(Q, p, alpha, all_idx)
     active = all_idx.copy()
@@ -359,7 +403,6 @@ def solve(Q, p, y, C, alpha0, *, tol=1e-3, working_set_size=None, cache_size=200
     io = np.zeros(7, dtype=np.int64)
     io[_N_ACTIVE] = n
     fo = np.zeros(1)
-    need = np.empty(q, dtype=np.int64)
     shrink_every = max(1, 1000 // q) if shrinking else 0
     budget = 1000
     converged = False
@@ -379,11 +422,11 @@ def solve(Q, p, y, C, alpha0, *, tol=1e-3, working_set_size=None, cache_size=200
             if len(act) < n:
                 # Converged on the active set: reconstruct the shrunk gradients and check everyone.
                 inactive = np.setdiff1d(all_idx, act, assume_unique=True)
-                G[inactive] = _gradient(Q, p, alpha, inactive)
+                G[inactive] = _gradient(Q, p, alpha, inactive, cache)
                 active[:] = all_idx
                 act = all_idx
                 io[_N_ACTIVE] = n
-                cache.clear()
+                cache.drop_partial()
                 Q.reset()
                 if verbose:
                     print(f"[smo] iteration {io[_N_ITER]}: converged on {len(inactive)} fewer variables; unshrinking")
@@ -401,7 +444,7 @@ def solve(Q, p, y, C, alpha0, *, tol=1e-3, working_set_size=None, cache_size=200
                   f"cache hit rate {hits / max(hits + cache.misses, 1):.3f}")
     if not converged and len(act) < n:
         inactive = np.setdiff1d(all_idx, act, assume_unique=True)
-        G[inactive] = _gradient(Q, p, alpha, inactive)
+        G[inactive] = _gradient(Q, p, alpha, inactive, cache)
     violation = fo[0]
     if not converged:
         _, m, M = violation_extremes(G, alpha, y, C, all_idx)

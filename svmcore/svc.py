@@ -116,7 +116,7 @@ class SVC(_KernelSVM):
 
     Parameters: C > 0; kernel "linear" | "poly" | "rbf" | "precomputed"; degree (poly); gamma "scale" |
     "auto" | float > 0 (as in scikit-learn); coef0; tol (KKT violation, LIBSVM's eps); cache_size in MB
-    for kernel columns; working_set_size q >= 2 (None: 16); shrinking; max_iter (iterations, None:
+    for kernel columns; working_set_size q >= 2 (None: 64); shrinking; max_iter (iterations, None:
     until converged); verbose; callback(info dict) about every 1000 iterations (progress bars).
 
     Learned: classes_ (2,), support_ (n_SV,) int64, support_vectors_ (n_SV, d) float64, dual_coef_

@@ -1,0 +1,681 @@
+"""PmSVM: additive-kernel SVM trained by regression-approximated dual coordinate descent.
+
+Source: J. Wu, "Power Mean SVM for Large Scale Visual Classification", CVPR 2012, and J. Wu, H. Yang,
+"Linear Regression-Based Efficient SVM Learning for Large-Scale Classification", IEEE TNNLS 26(10), 2015
+(equation numbers below refer to the TNNLS paper); PmSVM-LUT: H. Yang, J. Wu, "Practical Large Scale
+Classification with Additive Kernels", ACML 2012.
+
+Kernel: the power mean kernel k(x, y) = sum_j M_p(x_j, y_j) on nonnegative features, with
+M_p(a, b) = ((a^p + b^p) / 2)^(1/p) for p < 0 (p = -1: chi-square 2ab/(a+b); p -> -inf: min(a, b),
+the histogram intersection; p = -8 is close to it), M_0(a, b) = sqrt(ab) (Hellinger), and M_p(a, 0) = 0.
+Note M_p(a, a) = a, so k(x, x) = sum_j x_j.
+
+Dual coordinate descent (Hsieh et al. 2008) needs the gradient y_i f(x_i) - 1 with
+f(q) = sum_j g_j(q_j), g_j(q) = sum_i alpha_i y_i M_p(q, x_ij). PmSVM approximates each g_j by a
+regression on the explanatory variables e(q) = (1, t, t^2, ...), t = ln(q/s + b), fitted to the exact
+values of g_j at anchors c_k (Eq. 25-31): because the fit is linear in the anchor values, it is
+g_j(q) ~ e(q)^T w_j with w_j = sum_i alpha_i y_i beta(x_ij), beta(x) = pinv(E) m(x),
+E_kl = e(c_k)_l, m(x)_k = M_p(c_k, x). One coordinate step therefore costs O(nnz(x_i)) for the
+gradient (3 products per nonzero) and as much for the update of w. This is the non-symmetric kernel
+approximation of Eq. (40): k~(q, x) = sum_j [q_j > 0] e(q_j)^T beta(x_j) (exact zero for q_j = 0).
+Features are measured in units of s = ``x_max_`` (the largest training feature value), so the anchors
+(0.01, 0.06, 0.75) and b = 0.05 of the paper apply to [0, 1]; with more than 3 anchors the basis has
+n_anchors terms and the anchors are Chebyshev nodes in t over [0, 1] (Eq. 41).
+
+PmSVM-LUT replaces e(x) and beta(x) by two tables over N = ``lut_bins`` equally spaced nodes of [0, s]
+(values are rounded to the nearest node in training). A trained model is the per-dimension table
+``table_[m, j, k] = e(node_k / s)^T coef_[m, j]`` (coef_ = s w, in feature units) plus
+``intercept_[m]``: it scores a sample in O(d), independent of the number of training samples
+(:func:`lut_decision`).
+"""
+from __future__ import annotations
+
+import numba as nb
+import numpy as np
+import scipy.sparse as sp
+
+from . import persistence
+from ._validation import (check_array, check_choice, check_fitted, check_labels, check_n_features,
+                          check_scalar)
+from .base import BaseEstimator
+
+PAPER_ANCHORS = (0.01, 0.06, 0.75)  # Eq. (31), in units of x_max
+OFFSET_B = 0.05  # b in e(q) = (1, ln(q + b), ln^2(q + b)), Eq. (25)
+MAX_ANCHORS = 10  # beyond this the polynomial basis in t is ill-conditioned and gains nothing
+
+
+# --- power means and the exact kernel ------------------------------------------------------------
+def check_p(p):
+    """Return ``p`` as float if it is a supported power-mean exponent: -inf <= p <= 0.
+
+    Raises TypeError for a non-number and ValueError for NaN or p > 0 (for p > 0 the power mean is not
+    a positive definite kernel, e.g. p = 1 gives (a + b)/2, and M_p(a, 0) would not vanish).
+    """
+    if isinstance(p, bool) or not isinstance(p, (int, float, np.integer, np.floating)):
+        raise TypeError(f"p: expected a real number, got {p!r}")
+    p = float(p)
+    if np.isnan(p):
+        raise ValueError("p: must not be NaN")
+    if p > 0:
+        raise ValueError(f"p: power mean kernels need p <= 0 (p=-1 chi-square, p=0 Hellinger, "
+                         f"p=-inf intersection); p={p} > 0 is not positive definite and not supported")
+    return p
+
+
+def check_nonnegative(X, name="X"):
+    """Raise ValueError unless every entry of ``X`` (array or CSR matrix) is >= 0."""
+    data = X.data if sp.issparse(X) else X
+    if data.size and data.min() < 0:
+        raise ValueError(f"{name}: additive power mean kernels need features >= 0; "
+                         f"found a negative value {data.min():g}")
+
+
+def power_mean(a, c, p):
+    """Elementwise power mean M_p(a, c) of nonnegative arrays (broadcast), float64; 0 where a or c is 0."""
+    a, c = np.broadcast_arrays(np.asarray(a, dtype=np.float64), np.asarray(c, dtype=np.float64))
+    out = np.zeros(a.shape)
+    pos = (a > 0) & (c > 0)
+    ap, cp = a[pos], c[pos]
+    if p == -np.inf:
+        out[pos] = np.minimum(ap, cp)
+    elif p == 0:
+        out[pos] = np.sqrt(ap * cp)
+    else:  # min * ((1 + (max/min)^p) / 2)^(1/p): (max/min)^p <= 1 cannot overflow for any p < 0
+        lo, hi = np.minimum(ap, cp), np.maximum(ap, cp)
+        out[pos] = lo * ((1.0 + (hi / lo) ** p) / 2.0) ** (1.0 / p)
+    return out
+
+
+@nb.njit(cache=True, parallel=True)
+def _power_mean_kernel(X, Y, p, out):
+    n, d = X.shape
+    m = Y.shape[0]
+    for i in nb.prange(n):
+        for j in range(m):
+            s = 0.0
+            for k in range(d):
+                a = X[i, k]
+                c = Y[j, k]
+                if a > 0.0 and c > 0.0:
+                    if p == -1.0:
+                        s += 2.0 * a * c / (a + c)
+                    elif p == -np.inf:
+                        s += min(a, c)
+                    else:  # the overflow-free form of power_mean
+                        lo = min(a, c)
+                        s += lo * (0.5 * (1.0 + (max(a, c) / lo) ** p)) ** (1.0 / p)
+            out[i, j] = s
+
+
+def power_mean_kernel(X, Y=None, p=-1.0):
+    """Exact additive power mean kernel K[i, j] = sum_k M_p(X[i, k], Y[j, k]), (n_x, n_y) float64.
+
+    X (n_x, d) and Y (n_y, d): nonnegative arrays or CSR matrices (densified; this is the O(n_x n_y d)
+    reference, for small sets and the exact-kernel baseline). p as in :func:`check_p`; p = 0 uses one
+    matrix product of the square roots. Raises ValueError for negative or non-finite entries, different
+    numbers of columns, or p > 0.
+    """
+    p = check_p(p)
+    X = check_array(X, "X", allow_sparse=True)
+    Y = X if Y is None else check_array(Y, "Y", allow_sparse=True)
+    check_nonnegative(X, "X")
+    check_nonnegative(Y, "Y")
+    check_n_features(Y, X.shape[1], "Y")
+    X = X.toarray() if sp.issparse(X) else X
+    Y = Y.toarray() if sp.issparse(Y) else Y
+    if p == 0:
+        return np.sqrt(X) @ np.sqrt(Y).T
+    out = np.empty((X.shape[0], Y.shape[0]))
+    _power_mean_kernel(np.ascontiguousarray(X), np.ascontiguousarray(Y), p, out)
+    return out
+
+
+# --- the regression approximation (Eq. 25-31, 40, 41) ---------------------------------------------
+def pmsvm_anchors(n_anchors=3):
+    """Anchor points c_k in units of x_max, (n_anchors,) float64.
+
+    n_anchors = 3: the paper's (0.01, 0.06, 0.75) (Eq. 31). Otherwise (2..10): Chebyshev nodes of the
+    first kind in t = ln(q + b) over q in [0, 1], mapped back to q (our reading of Eq. 41). Raises
+    ValueError outside 2..10.
+    """
+    n_anchors = check_scalar(n_anchors, "n_anchors", lo=2, hi=MAX_ANCHORS, integer=True)
+    if n_anchors == 3:
+        return np.array(PAPER_ANCHORS)
+    lo, hi = np.log(OFFSET_B), np.log(1.0 + OFFSET_B)
+    k = np.arange(1, n_anchors + 1)
+    t = 0.5 * (lo + hi) + 0.5 * (hi - lo) * np.cos((2 * k - 1) * np.pi / (2 * n_anchors))
+    return np.sort(np.exp(t) - OFFSET_B)
+
+
+def explanatory_variables(u, n_basis):
+    """e(u) = (1, t, ..., t^(n_basis-1)), t = ln(u + b): (..., n_basis) float64 for u in units of x_max.
+
+    Eq. (25) with n_basis = 3. Zeros of u map to a zero row (k(0, x) = 0 exactly, no regression there).
+    """
+    u = np.asarray(u, dtype=np.float64)
+    t = np.log(u + OFFSET_B)
+    e = t[..., None] ** np.arange(n_basis)
+    e[u <= 0] = 0.0
+    return e
+
+
+def regression_weights(u, anchors, p):
+    """beta(u) = pinv(E) m(u), m(u)_k = M_p(c_k, u): (..., n_basis) float64 (Eq. 28-30).
+
+    The regression of k(., u) on e(.) fitted at the anchors; k~(q, u) = e(q)^T beta(u). Zeros map to 0.
+    """
+    E = explanatory_variables(anchors, len(anchors))
+    m = power_mean(np.asarray(u, dtype=np.float64)[..., None], anchors, p)
+    return m @ np.linalg.pinv(E).T
+
+
+def approx_kernel(Q, X, p=-1.0, n_anchors=3, x_max=1.0):
+    """Non-symmetric PmSVM kernel approximation of Eq. (40), (n_q, n_x) float64.
+
+    K~[i, j] = x_max * sum_k e(Q[i, k] / x_max)^T beta(X[j, k] / x_max): the first argument is the
+    regressed (query) one, the second enters through the anchor values M_p(c, x). Q (n_q, d), X (n_x, d)
+    nonnegative arrays (or CSR, densified); features above x_max are extrapolated. Raises ValueError for
+    negative or non-finite entries, p > 0, x_max <= 0, or n_anchors outside 2..10.
+    """
+    p = check_p(p)
+    x_max = float(check_scalar(x_max, "x_max", lo=0, lo_open=True))
+    anchors = pmsvm_anchors(n_anchors)
+    Q = check_array(Q, "Q", allow_sparse=True)
+    X = check_array(X, "X", allow_sparse=True)
+    check_nonnegative(Q, "Q")
+    check_nonnegative(X, "X")
+    check_n_features(X, Q.shape[1], "X")
+    Q = Q.toarray() if sp.issparse(Q) else Q
+    X = X.toarray() if sp.issparse(X) else X
+    e = explanatory_variables(Q / x_max, len(anchors))  # (n_q, d, B)
+    beta = regression_weights(X / x_max, anchors, p)  # (n_x, d, B)
+    return x_max * np.einsum("idb,jdb->ij", e, beta)
+
+
+def approximation_error(p=-1.0, n_anchors=3, step=0.01):
+    """Relative deviation of the per-dimension approximation k~(a, c) from M_p(a, c) on a grid of (0, 1]^2.
+
+    The grid holds a, c in {step, 2 step, ..., 1}. Returns a dict: ``mean_relative`` = mean of
+    |k~ - k| / k, ``sum_relative`` = sum |k~ - k| / sum k, ``max_relative``, ``median_relative`` (all
+    fractions, not percent). The paper reports about 1.94% average relative deviation for chi-square
+    (p = -1) with the default anchors (TNNLS Sec. V).
+    """
+    step = float(check_scalar(step, "step", lo=0, hi=0.5, lo_open=True))
+    g = np.arange(1, int(round(1.0 / step)) + 1) * step
+    k = power_mean(g[:, None], g[None, :], check_p(p))
+    anchors = pmsvm_anchors(n_anchors)
+    kt = explanatory_variables(g, len(anchors)) @ regression_weights(g, anchors, p).T
+    rel = np.abs(kt - k) / k
+    return {"mean_relative": float(rel.mean()), "sum_relative": float(np.abs(kt - k).sum() / k.sum()),
+            "max_relative": float(rel.max()), "median_relative": float(np.median(rel))}
+
+
+# --- the O(d) evaluation with lookup tables --------------------------------------------------------
+@nb.njit(cache=True, parallel=True, fastmath=True)
+def _lut_dense(X, table, inv_step, intercept, out):
+    n, d = X.shape
+    n_models, _, n_bins = table.shape
+    top = n_bins - 1
+    for i in nb.prange(n):
+        for m in range(n_models):
+            out[i, m] = intercept[m]
+        for j in range(d):
+            s = X[i, j] * inv_step
+            if s <= 0.0:
+                continue  # every table row starts at g_j(0) = 0
+            if s >= top:
+                for m in range(n_models):
+                    out[i, m] += table[m, j, top]
+                continue
+            k = int(s)
+            w = s - k
+            for m in range(n_models):
+                out[i, m] += table[m, j, k] + w * (table[m, j, k + 1] - table[m, j, k])
+
+
+@nb.njit(cache=True, parallel=True, fastmath=True)
+def _lut_csr(indptr, indices, data, table, inv_step, intercept, out):
+    n = indptr.shape[0] - 1
+    n_models, _, n_bins = table.shape
+    top = n_bins - 1
+    for i in nb.prange(n):
+        for m in range(n_models):
+            out[i, m] = intercept[m]
+        for q in range(indptr[i], indptr[i + 1]):
+            j = indices[q]
+            s = data[q] * inv_step
+            if s <= 0.0:
+                continue
+            if s >= top:
+                for m in range(n_models):
+                    out[i, m] += table[m, j, top]
+                continue
+            k = int(s)
+            w = s - k
+            for m in range(n_models):
+                out[i, m] += table[m, j, k] + w * (table[m, j, k + 1] - table[m, j, k])
+
+
+def lut_decision(X, table, x_max, intercept):
+    """Score feature vectors with a PmSVM lookup table in O(d) per vector: (n, n_models) float64.
+
+    For each model m: f_m(x) = intercept[m] + sum_j T_m,j(x_j), where T_m,j linearly interpolates the
+    table row ``table[m, j, :]`` over the N = table.shape[2] equally spaced nodes 0, h, ..., x_max
+    (h = x_max / (N - 1)): with s = x_j / h, k = floor(s), w = s - k,
+    T_m,j(x_j) = table[m, j, k] + w (table[m, j, k+1] - table[m, j, k]); x_j >= x_max gives
+    table[m, j, N-1] (no extrapolation) and x_j <= 0 gives 0 (table[m, j, 0] is 0 by construction).
+
+    X: (n, d) float32/float64 array or CSR matrix of finite nonnegative features (not checked here: this
+    is the detector's hot path; negative values score 0). table: (n_models, d, N) float32 or float64,
+    e.g. ``PmSVM.table_``; x_max: ``PmSVM.x_max_``; intercept: (n_models,), ``PmSVM.intercept_``. For a
+    binary PmSVM the positive class ``classes_[1]`` scores > 0; for a one-vs-one model the columns are
+    the pairwise values (``PmSVM.decision_function`` turns them into votes). Raises ValueError for
+    mismatched shapes.
+    """
+    table = np.asarray(table)
+    intercept = np.ascontiguousarray(intercept, dtype=np.float64)
+    if table.ndim != 3 or table.shape[2] < 2 or intercept.shape != (table.shape[0],):
+        raise ValueError(f"lut_decision: table must be (n_models, d, N>=2) with intercept (n_models,); got "
+                         f"{table.shape} and {intercept.shape}")
+    if X.ndim != 2 or X.shape[1] != table.shape[1]:
+        raise ValueError(f"lut_decision: X has shape {X.shape}, the table expects {table.shape[1]} features")
+    inv_step = (table.shape[2] - 1) / float(x_max)
+    out = np.empty((X.shape[0], table.shape[0]))
+    if sp.issparse(X):
+        X = sp.csr_matrix(X)
+        _lut_csr(X.indptr, X.indices, X.data, table, inv_step, intercept, out)
+    else:
+        X = np.ascontiguousarray(X)
+        if X.dtype not in (np.float32, np.float64):
+            X = X.astype(np.float64)
+        _lut_dense(X, table, inv_step, intercept, out)
+    return out
+
+
+# --- solvers ---------------------------------------------------------------------------------------
+@nb.njit(cache=True)
+def _xorshift(state):
+    state ^= (state << np.uint64(13)) & np.uint64(0xFFFFFFFFFFFFFFFF)
+    state ^= state >> np.uint64(7)
+    state ^= (state << np.uint64(17)) & np.uint64(0xFFFFFFFFFFFFFFFF)
+    return state
+
+
+@nb.njit(cache=True)
+def _shuffle(index, size, state):
+    for s in range(size - 1, 0, -1):
+        state = _xorshift(state)
+        r = np.int64(state % np.uint64(s + 1))
+        index[s], index[r] = index[r], index[s]
+    return state
+
+
+@nb.njit(cache=True)
+def _margin(i, indptr, indices, codes, ev, w, bias_w):
+    f = 0.0
+    for q in range(indptr[i], indptr[i + 1]):
+        j = indices[q]
+        c = codes[q]
+        for b in range(ev.shape[1]):
+            f += ev[c, b] * w[j, b]
+    return f + bias_w
+
+
+@nb.njit(cache=True, parallel=True)
+def _dcd(indptr, indices, codes, ev, beta, qdiag, Y, upper, diag, tol, max_iter, seeds, W, bias, alpha, n_iter):
+    """Dual CD with shrinking (Hsieh et al. 2008; Wu's Algorithm 3) for each row of Y (one binary problem).
+
+    LIBLINEAR's form: hinge loss upper = C, diag = 0; squared hinge upper = inf, diag = 1/(2C).
+    """
+    n_models = Y.shape[0]
+    for m in nb.prange(n_models):
+        y = Y[m]
+        a = alpha[m]
+        w = W[m]
+        index = np.nonzero(y)[0]  # y = 0: the sample is not in this (one-vs-one) problem
+        n = index.shape[0]
+        state = np.uint64(seeds[m])
+        active = n
+        pg_max_old = np.inf
+        pg_min_old = -np.inf
+        it = 0
+        while it < max_iter:
+            pg_max = -np.inf
+            pg_min = np.inf
+            state = _shuffle(index, active, state)
+            s = 0
+            while s < active:
+                i = index[s]
+                G = y[i] * _margin(i, indptr, indices, codes, ev, w, bias[m]) - 1.0 + diag * a[i]
+                pg = 0.0
+                if a[i] == 0.0:
+                    if G > pg_max_old:
+                        active -= 1
+                        index[s], index[active] = index[active], index[s]
+                        continue
+                    if G < 0.0:
+                        pg = G
+                elif a[i] == upper:
+                    if G < pg_min_old:
+                        active -= 1
+                        index[s], index[active] = index[active], index[s]
+                        continue
+                    if G > 0.0:
+                        pg = G
+                else:
+                    pg = G
+                pg_max = max(pg_max, pg)
+                pg_min = min(pg_min, pg)
+                if abs(pg) > 1e-12:
+                    old = a[i]
+                    a[i] = min(max(old - G / qdiag[i], 0.0), upper)
+                    delta = (a[i] - old) * y[i]
+                    for q in range(indptr[i], indptr[i + 1]):
+                        j = indices[q]
+                        c = codes[q]
+                        for b in range(beta.shape[1]):
+                            w[j, b] += delta * beta[c, b]
+                    bias[m] += delta
+                s += 1
+            it += 1
+            if pg_max - pg_min <= tol:
+                if active == n:
+                    break
+                active = n  # converged on the shrunk set: verify on all samples
+                pg_max_old = np.inf
+                pg_min_old = -np.inf
+                continue
+            pg_max_old = pg_max if pg_max > 0.0 else np.inf
+            pg_min_old = pg_min if pg_min < 0.0 else -np.inf
+        n_iter[m] = it
+
+
+@nb.njit(cache=True, parallel=True)
+def _sgd(indptr, indices, codes, ev, beta, Y, C, tol, max_iter, seeds, W, bias, n_iter):
+    """Pegasos-style SGD on w = sum_i alpha_i y_i beta(x_i) (Wu's Algorithm 4), lambda = 1 / (C n).
+
+    w is stored as scale * v so that the shrink (1 - eta lambda) w costs O(1). Stops when an epoch changes
+    w by less than tol relative to its norm.
+    """
+    n_models = Y.shape[0]
+    for m in nb.prange(n_models):
+        y = Y[m]
+        v = W[m]
+        vb = 0.0
+        scale = 1.0
+        index = np.nonzero(y)[0]
+        n = index.shape[0]
+        lam = 1.0 / (C * n)
+        state = np.uint64(seeds[m])
+        prev = v.copy()
+        prev_b = 0.0
+        t = 1
+        it = 0
+        while it < max_iter:
+            state = _shuffle(index, n, state)
+            for s in range(n):
+                i = index[s]
+                eta = 1.0 / (lam * (t + 1))  # t + 1 keeps the first shrink factor 1 - 1/(t+1) > 0
+                f = scale * (_margin(i, indptr, indices, codes, ev, v, 0.0) + vb)
+                scale *= 1.0 - 1.0 / (t + 1)
+                if y[i] * f < 1.0:
+                    step = eta * y[i] / scale
+                    for q in range(indptr[i], indptr[i + 1]):
+                        j = indices[q]
+                        c = codes[q]
+                        for b in range(beta.shape[1]):
+                            v[j, b] += step * beta[c, b]
+                    vb += step
+                if scale < 1e-9:  # fold the scale back into v before it underflows
+                    v *= scale
+                    vb *= scale
+                    scale = 1.0
+                t += 1
+            it += 1
+            v *= scale
+            vb *= scale
+            scale = 1.0
+            diff = 0.0
+            norm = 0.0
+            for j in range(v.shape[0]):
+                for b in range(v.shape[1]):
+                    diff += (v[j, b] - prev[j, b]) ** 2
+                    norm += v[j, b] ** 2
+                    prev[j, b] = v[j, b]
+            diff += (vb - prev_b) ** 2
+            norm += vb ** 2
+            prev_b = vb
+            if diff <= tol * tol * norm:
+                break
+        bias[m] = vb
+        n_iter[m] = it
+
+
+@nb.njit(cache=True, parallel=True)
+def _regression_decision(indptr, indices, data, W, bias, inv_x_max, n_basis, out):
+    n = indptr.shape[0] - 1
+    n_models = W.shape[0]
+    for i in nb.prange(n):
+        for m in range(n_models):
+            out[i, m] = bias[m]
+        for q in range(indptr[i], indptr[i + 1]):
+            u = data[q] * inv_x_max
+            if u <= 0.0:
+                continue
+            t = np.log(u + OFFSET_B)
+            j = indices[q]
+            for m in range(n_models):
+                f = 0.0
+                tb = 1.0
+                for b in range(n_basis):
+                    f += tb * W[m, j, b]
+                    tb *= t
+                out[i, m] += f
+
+
+# --- the estimator ---------------------------------------------------------------------------------
+@persistence.register
+class PmSVM(BaseEstimator):
+    """Power mean SVM (Wu, TNNLS 2015): additive-kernel C-SVM on nonnegative features, O(d) prediction.
+
+    Minimises the L1-loss (hinge) SVM dual 1/2 a^T Q a - 1^T a, 0 <= a_i <= C, with
+    Q_il = y_i y_l (k(x_i, x_l) + 1) (the +1 is a regularised bias, as in LIBLINEAR), by dual coordinate
+    descent whose gradients use the regression approximation of Eq. (25-31) (Algorithm 3); see the
+    module docstring. Multiclass problems are split into binary ones, one-vs-rest (default) or
+    one-vs-one (as LIBSVM; one table per pair of classes).
+
+    Parameters
+    ----------
+    C : float > 0, the hinge-loss weight.
+    p : float, -inf <= p <= 0; the power mean kernel M_p (-1 chi-square, -8 ~ intersection, 0 Hellinger).
+    n_anchors : int 2..10; 3 uses the paper's anchors (0.01, 0.06, 0.75), others Chebyshev nodes (Eq. 41).
+    lut_bins : int >= 2 or None. PmSVM-LUT: features are rounded to N = lut_bins nodes of [0, x_max] in
+        training and scored by :func:`lut_decision` with ``table_``; None trains and scores with the
+        exact explanatory variables e(x) (no table; ``table_`` is then not available).
+    tol : float > 0; DCD stops when the projected-gradient spread max PG - min PG <= tol (LIBLINEAR's
+        criterion, 0.1 there); SGD stops when an epoch changes w by less than tol relative to |w|.
+    max_iter : int >= 1, maximum number of epochs (passes over the data) per binary problem.
+    random_state : int or None, seeds the order of coordinates / samples.
+    solver : "dcd" (Algorithm 3, dual coordinate descent) or "sgd" (Algorithm 4, stochastic gradient
+        descent with step 1/(lambda t), lambda = 1/(C n)).
+    multi_class : "ovr" (one binary problem per class, argmax of the decision values) or "ovo" (one per
+        pair of classes, majority vote; more accurate on USPS and pendigits, see docs/pmsvm.md).
+    loss : "hinge" (L1-loss SVM, 0 <= alpha <= C) or "squared_hinge" (L2-loss, LIBLINEAR's D_ii = 1/(2C)).
+
+    Learned attributes
+    ------------------
+    classes_ : (n_classes,) labels. coef_ : (n_models, d, n_anchors) float64, the regression weights
+    s w_j in feature units (n_models = 1 for two classes, else n_classes for "ovr" and
+    n_classes (n_classes - 1) / 2 for "ovo", pairs (a, b), a < b, in lexicographic order, b positive).
+    intercept_ : (n_models,) float64.
+    x_max_ : float, the feature unit s (largest training value). table_ : (n_models, d, lut_bins) float64
+    if lut_bins, the per-dimension lookup table (rebuilt from coef_ on load). n_iter_ : (n_models,) int64
+    epochs used. alpha_ : (n_models, n_samples) dual variables (after fit only; not saved).
+
+    Raises ValueError for negative, NaN or infinite features, p > 0, a single class, or bad
+    hyperparameters; TypeError for non-numeric input.
+    """
+
+    _state_arrays = ("coef_", "intercept_", "classes_", "n_iter_")
+    _state_meta = ("x_max_",)
+
+    def __init__(self, C=1.0, p=-1.0, n_anchors=3, lut_bins=1000, tol=0.1, max_iter=100, random_state=None,
+                 solver="dcd", multi_class="ovr", loss="hinge"):
+        self.C = C
+        self.p = p
+        self.n_anchors = n_anchors
+        self.lut_bins = lut_bins
+        self.tol = tol
+        self.max_iter = max_iter
+        self.random_state = random_state
+        self.solver = solver
+        self.multi_class = multi_class
+        self.loss = loss
+
+    def _check_params(self):
+        check_scalar(self.C, "C", lo=0, lo_open=True)
+        check_p(self.p)
+        anchors = pmsvm_anchors(self.n_anchors)
+        if self.lut_bins is not None:
+            check_scalar(self.lut_bins, "lut_bins", lo=2, hi=2 ** 20, integer=True)
+        check_scalar(self.tol, "tol", lo=0, lo_open=True)
+        check_scalar(self.max_iter, "max_iter", lo=1, integer=True)
+        if self.random_state is not None:
+            check_scalar(self.random_state, "random_state", lo=0, integer=True)
+        check_choice(self.solver, "solver", ("dcd", "sgd"))
+        check_choice(self.multi_class, "multi_class", ("ovr", "ovo"))
+        check_choice(self.loss, "loss", ("hinge", "squared_hinge"))
+        return anchors
+
+    def _pairs(self):
+        """(n_models, 2) class indices (a, b) of each binary problem; b is the positive class."""
+        k = len(self.classes_)
+        if k == 2:
+            return np.array([[0, 1]])
+        if self.multi_class == "ovr":
+            return np.stack([np.full(k, -1), np.arange(k)], axis=1)  # -1: all other classes
+        return np.array([(a, b) for a in range(k) for b in range(a + 1, k)])
+
+    def _check_X(self, X, name="X"):
+        X = check_array(X, name, allow_sparse=True)
+        check_nonnegative(X, name)
+        return X
+
+    def fit(self, X, y):
+        """Train on X (n, d) nonnegative float array or CSR matrix and labels y (n,); returns self."""
+        anchors = self._check_params()
+        X = self._check_X(X)
+        self.classes_, y_index = check_labels(y, X.shape[0])
+        X = sp.csr_matrix(X)
+        X.eliminate_zeros()  # k(0, x) = 0: zero features never enter a gradient or an update
+        x_max = float(X.data.max()) if X.nnz else 0.0
+        if x_max <= 0:
+            raise ValueError("X: all features are zero; nothing to learn")
+        self.x_max_ = x_max
+        n, d = X.shape
+        n_basis = len(anchors)
+        u = X.data / x_max
+        if self.lut_bins is None:
+            codes = np.arange(X.nnz, dtype=np.int64)
+            ev = explanatory_variables(u, n_basis)
+            beta = regression_weights(u, anchors, self.p)
+        else:
+            nodes = np.linspace(0.0, 1.0, self.lut_bins)
+            codes = np.minimum(np.rint(u * (self.lut_bins - 1)), self.lut_bins - 1).astype(np.int64)
+            ev = explanatory_variables(nodes, n_basis)
+            beta = regression_weights(nodes, anchors, self.p)
+        beta *= x_max  # back to feature units: k(q, x) = s k(q/s, x/s)
+        pairs = self._pairs()
+        n_models = len(pairs)
+        pos = y_index[None, :] == pairs[:, 1:2]
+        neg = (y_index[None, :] == pairs[:, 0:1]) | (pairs[:, 0:1] < 0)
+        Y = np.where(pos, 1.0, np.where(neg, -1.0, 0.0))
+        rng = np.random.default_rng(self.random_state)
+        seeds = rng.integers(1, 2 ** 62, size=n_models, dtype=np.int64)
+        W = np.zeros((n_models, d, n_basis))
+        bias = np.zeros(n_models)
+        n_iter = np.zeros(n_models, dtype=np.int64)
+        indptr, indices = X.indptr.astype(np.int64), X.indices.astype(np.int64)
+        if self.solver == "dcd":
+            upper, diag = (float(self.C), 0.0) if self.loss == "hinge" else (np.inf, 0.5 / self.C)
+            qdiag = np.asarray(X.sum(axis=1)).ravel() + 1.0 + diag  # k(x, x) = sum_j x_j, +1 for the bias
+            alpha = np.zeros((n_models, n))
+            _dcd(indptr, indices, codes, ev, beta, qdiag, Y, upper, diag, float(self.tol), int(self.max_iter),
+                 seeds, W, bias, alpha, n_iter)
+            self.alpha_ = alpha
+        else:
+            _sgd(indptr, indices, codes, ev, beta, Y, float(self.C), float(self.tol), int(self.max_iter),
+                 seeds, W, bias, n_iter)
+        self.coef_ = W
+        self.intercept_ = bias
+        self.n_iter_ = n_iter
+        self._build_table()
+        return self
+
+    def _build_table(self):
+        if self.lut_bins is None:
+            if hasattr(self, "table_"):
+                del self.table_
+            return
+        e = explanatory_variables(np.linspace(0.0, 1.0, self.lut_bins), self.coef_.shape[2])
+        self.table_ = np.einsum("kb,mjb->mjk", e, self.coef_)
+
+    def decision_function(self, X):
+        """Decision values: (n,) for two classes (> 0 means classes_[1]), else (n, n_classes).
+
+        Multiclass "ovr": the per-class decision values; "ovo": votes per class plus the summed pairwise
+        decision values squashed into (-1/3, 1/3) to break ties (LIBSVM / scikit-learn convention).
+
+        With ``lut_bins`` this is :func:`lut_decision` (O(d) per sample); otherwise the regression
+        f_m(x) = intercept_m + sum_{j: x_j > 0} e(x_j / x_max_)^T coef_[m, j] (Eq. 40 with the learned w).
+        X: (n, d) nonnegative array or CSR matrix with the training number of features.
+        """
+        check_fitted(self, "coef_")
+        X = self._check_X(X)
+        check_n_features(X, self.coef_.shape[1])
+        if self.lut_bins is not None:
+            out = lut_decision(X, self.table_, self.x_max_, self.intercept_)
+        else:
+            X = sp.csr_matrix(X)
+            out = np.empty((X.shape[0], self.coef_.shape[0]))
+            _regression_decision(X.indptr.astype(np.int64), X.indices.astype(np.int64), X.data, self.coef_,
+                                 self.intercept_, 1.0 / self.x_max_, self.coef_.shape[2], out)
+        if out.shape[1] == 1:
+            return out[:, 0]
+        return out if self.multi_class == "ovr" else self._ovo_votes(out)
+
+    def predict(self, X):
+        """Predicted labels (n,), taken from ``classes_``."""
+        f = self.decision_function(X)
+        if f.ndim == 1:
+            return self.classes_[(f > 0).astype(np.int64)]
+        return self.classes_[np.argmax(f, axis=1)]
+
+    def _ovo_votes(self, F):
+        # votes plus a tie-break by the summed confidences squashed into (-1/3, 1/3), as LIBSVM/sklearn
+        k = len(self.classes_)
+        pairs = self._pairs()
+        votes = np.zeros((F.shape[0], k))
+        conf = np.zeros((F.shape[0], k))
+        for m, (a, b) in enumerate(pairs):
+            win_b = F[:, m] > 0
+            votes[:, b] += win_b
+            votes[:, a] += ~win_b
+            conf[:, b] += F[:, m]
+            conf[:, a] -= F[:, m]
+        return votes + conf / (3.0 * (np.abs(conf) + 1.0))
+
+    def _check_state(self):
+        super()._check_state()
+        self._check_params()
+        m, d, b = self.coef_.shape if self.coef_.ndim == 3 else (None, None, None)
+        if m is None or b != len(pmsvm_anchors(self.n_anchors)):
+            raise ValueError(f"coef_ has shape {self.coef_.shape}; expected (n_models, d, {self.n_anchors})")
+        n_classes = len(self.classes_)
+        if n_classes < 2 or m != len(self._pairs()):
+            raise ValueError(f"coef_ holds {m} models for {n_classes} classes")
+        if self.intercept_.shape != (m,) or self.n_iter_.shape != (m,):
+            raise ValueError("intercept_ and n_iter_ must have one entry per model")
+        if not (isinstance(self.x_max_, float) and self.x_max_ > 0):
+            raise ValueError(f"x_max_ must be a positive number, got {self.x_max_!r}")
+        self._build_table()  # derived from coef_, so it is not stored

@@ -1,0 +1,228 @@
+"""Top-k multiclass SVM trained by Prox-SDCA (Lapin, Hein, Schiele, "Top-k Multiclass SVM", NIPS 2015)."""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import scipy.sparse as sp
+
+from . import persistence
+from ._validation import check_array, check_choice, check_fitted, check_labels, check_n_features, check_scalar
+from .base import BaseEstimator
+from .kernels import kernel_block, resolve_kernel, row_norms_sq
+from .sdca import block_violations, kernel_epoch, linear_epoch, objectives
+
+# Shrinking schedule (tuned on letter, USPS, sector): after each exact duality-gap check, sweep over the
+# examples whose block is not optimal until their largest step is INNER_DECREASE times the initial one,
+# for at most MAX_INNER_SWEEPS sweeps and INNER_BUDGET * n block steps.
+INNER_DECREASE = 0.01
+MAX_INNER_SWEEPS = 100
+INNER_BUDGET = 10
+
+
+@persistence.register
+class TopKSVM(BaseEstimator):
+    """Top-k multiclass SVM: minimise 1/2 ||W||^2 + C sum_i loss_k(W' x_i, y_i) by Prox-SDCA.
+
+    Parameters
+    ----------
+    k : int, 1 <= k < n_classes. k = 1 is the Crammer-Singer multiclass SVM (without bias).
+    C : float > 0, C = 1/(lambda n) in the paper's notation.
+    loss : "alpha" (top-k hinge, eq. (3): max(0, mean of the k largest margins 1 + s_j - s_y, j != y)) or
+        "beta" (eq. (5): mean of the k largest hinge terms max(0, 1 + s_j - s_y)). Both equal
+        Crammer-Singer for k = 1; beta >= alpha.
+    kernel : "linear" (W kept explicitly, sparse CSR input allowed), "rbf" (exp(-gamma ||a - b||^2)) or
+        "precomputed" (X is the (n, n) training Gram matrix in fit, (n_test, n_train) in prediction).
+    gamma : "scale", "auto" or float > 0, rbf only (see svmcore.kernels.resolve_kernel).
+    tol : float > 0, stop when the relative duality gap (P - D) / P <= tol, checked after each epoch.
+    max_epochs : int >= 1, passes over the data (each in a fresh random order).
+    random_state : int or None, seed of the epoch permutations.
+
+    Learned attributes: ``classes_`` (m,), ``coef_`` (m, d) for linear models (empty (m, 0) otherwise),
+    ``support_`` (n_sv,) int64 training indices with nonzero dual variables, ``support_vectors_`` (n_sv, d)
+    (rbf), ``dual_coef_`` (n_sv, m) rows of A (kernel models), ``primal_objective_``, ``dual_objective_``,
+    ``duality_gap_`` = P - D (absolute; the stopping rule is duality_gap_ <= tol * primal_objective_),
+    ``n_iter_`` (epochs run), ``gamma_``, ``n_features_in_``.
+
+    Source: Prox-SDCA, Algorithm 1 of the paper; the per-example step is the biased projection of
+    Proposition 4 (svmcore.projections), the duality gap its stopping criterion. Memory: the kernel models
+    hold the (n, n) float64 Gram matrix during fit.
+    """
+
+    _state_arrays = ("classes_", "coef_", "support_", "support_vectors_", "dual_coef_")
+    _state_meta = ("n_features_in_", "gamma_", "primal_objective_", "dual_objective_", "duality_gap_", "n_iter_")
+
+    @classmethod
+    def _param_names(cls):
+        # svmcore.base.BaseEstimator._param_names compares a str with inspect.Parameter kinds (AttributeError);
+        # the hyperparameters here are exactly the __init__ arguments
+        return ["k", "C", "loss", "kernel", "gamma", "tol", "max_epochs", "random_state"]
+
+    def __init__(self, k=1, C=1.0, loss="alpha", kernel="linear", gamma="scale", tol=1e-3, max_epochs=1000,
+                 random_state=None):
+        self.k = k
+        self.C = C
+        self.loss = loss
+        self.kernel = kernel
+        self.gamma = gamma
+        self.tol = tol
+        self.max_epochs = max_epochs
+        self.random_state = random_state
+
+    # --- checks ----------------------------------------------------------------------------------------------
+    def _check_params(self):
+        check_scalar(self.k, "k", lo=1, integer=True)
+        check_scalar(self.C, "C", lo=0.0, lo_open=True)
+        check_choice(self.loss, "loss", ("alpha", "beta"))
+        check_choice(self.kernel, "kernel", ("linear", "rbf", "precomputed"))
+        check_scalar(self.tol, "tol", lo=0.0, lo_open=True)
+        check_scalar(self.max_epochs, "max_epochs", lo=1, integer=True)
+        if self.random_state is not None:
+            check_scalar(self.random_state, "random_state", lo=0, integer=True)
+
+    def _check_X(self, X, name="X"):
+        return check_array(X, name, allow_sparse=self.kernel == "linear")
+
+    @staticmethod
+    def _labels(y, n, classes):
+        if classes is None:
+            return check_labels(y, n)
+        classes, _ = check_labels(classes, len(np.asarray(classes)), name="classes")
+        if len(np.asarray(y).ravel()) != n:
+            raise ValueError(f"y: has {len(np.asarray(y).ravel())} labels for {n} samples")
+        y_arr, y_index = check_labels(y, n, min_classes=1)
+        unknown = np.setdiff1d(y_arr, classes)
+        if unknown.size:
+            raise ValueError(f"y: labels {unknown.tolist()} are not in classes")
+        empty = np.setdiff1d(classes, y_arr)
+        if empty.size:
+            raise ValueError(f"classes: {empty.tolist()} have no training samples; every class needs at least one")
+        return classes, y_index
+
+    # --- training --------------------------------------------------------------------------------------------
+    def fit(self, X, y, classes=None):
+        """Train on X (n, d) float array (or CSR for kernel="linear"; (n, n) Gram matrix for "precomputed").
+
+        y: (n,) labels. classes: optional list of all class labels; every one must occur in y.
+        Raises ValueError for NaN/inf, fewer than 2 classes, a class without samples, k >= n_classes,
+        a non-square precomputed kernel or bad hyperparameters; TypeError for non-numeric input.
+        Warns (RuntimeWarning) if max_epochs ends before the relative duality gap reaches tol.
+        """
+        self._check_params()
+        X = self._check_X(X)
+        n = X.shape[0]
+        classes, y_index = self._labels(y, n, classes)
+        m = classes.size
+        if self.k >= m:
+            raise ValueError(f"k: must be smaller than the number of classes ({m}), got {self.k}")
+        if self.kernel == "precomputed" and X.shape[0] != X.shape[1]:
+            raise ValueError(f"X: a precomputed training kernel must be square (n, n), got shape {X.shape}")
+        k, C, beta = int(self.k), float(self.C), self.loss == "beta"
+        rng = np.random.default_rng(self.random_state)
+        A = np.zeros((n, m))
+        spec = resolve_kernel(self.kernel, X, self.gamma, 3, 0.0)
+        if self.kernel == "linear":
+            Xc = sp.csr_matrix(X)
+            indptr, indices = Xc.indptr.astype(np.int64), Xc.indices.astype(np.int64)
+            sq_norms = row_norms_sq(Xc)
+            W = np.zeros((X.shape[1], m))
+        else:
+            K = X if self.kernel == "precomputed" else kernel_block(X, X, spec)
+            K = np.ascontiguousarray(K, dtype=np.float64)
+            active = np.zeros(n, dtype=np.bool_)
+        diag = sq_norms if self.kernel == "linear" else np.ascontiguousarray(np.diag(K))
+        epoch = 0
+        while True:
+            epoch += 1
+            if self.kernel == "linear":
+                S = np.asarray(X @ W)
+                w_sq = float(np.vdot(W, W))
+            else:
+                S = K @ A
+                w_sq = float(np.vdot(A, S))
+            primal, dual, _ = objectives(S, A, y_index, k, C, beta, w_sq)
+            if primal - dual <= self.tol * abs(primal):
+                break
+            if epoch > self.max_epochs:
+                warnings.warn(f"TopKSVM: relative duality gap {(primal - dual) / abs(primal):.2e} > tol={self.tol} "
+                              f"after max_epochs={self.max_epochs}", RuntimeWarning, stacklevel=2)
+                break
+            # Shrinking: only blocks whose step from the current point is nonzero can change the objective;
+            # sweep over them (random order) until their largest step falls well below the starting one.
+            violation = block_violations(S, A, y_index, diag, k, C, beta)
+            working = np.flatnonzero(violation > 0.0)
+            target = INNER_DECREASE * violation.max()
+            budget = INNER_BUDGET * n
+            for _ in range(MAX_INNER_SWEEPS):
+                order = rng.permutation(working)
+                budget -= order.size
+                steps = np.empty(order.size)
+                if self.kernel == "linear":
+                    change = linear_epoch(indptr, indices, Xc.data, sq_norms, y_index, A, W, order, k, C, beta, steps)
+                else:
+                    change = kernel_epoch(K, y_index, A, active, order, k, C, beta, steps)
+                working = order[steps > 0.0]
+                if change <= target or working.size == 0 or budget <= 0:
+                    break
+        epoch -= 1
+        self.classes_ = classes
+        self.n_features_in_ = int(X.shape[1])
+        self.gamma_ = float(spec.gamma)
+        self.primal_objective_, self.dual_objective_ = primal, dual
+        self.duality_gap_ = primal - dual
+        self.n_iter_ = epoch
+        if self.kernel == "linear":
+            self.coef_ = np.ascontiguousarray(W.T)
+            self.support_ = np.zeros(0, dtype=np.int64)
+            self.dual_coef_ = np.zeros((0, m))
+            self.support_vectors_ = np.zeros((0, X.shape[1]))
+        else:
+            self.coef_ = np.zeros((m, 0))
+            self.support_ = np.flatnonzero(np.any(A != 0.0, axis=1)).astype(np.int64)
+            self.dual_coef_ = A[self.support_]
+            self.support_vectors_ = X[self.support_] if self.kernel == "rbf" else np.zeros((0, X.shape[1]))
+        return self
+
+    # --- prediction ------------------------------------------------------------------------------------------
+    def decision_function(self, X):
+        """Class scores W' x, (n, m) float64; X as in fit ((n_test, n_train) kernel for "precomputed")."""
+        check_fitted(self, "classes_")
+        X = self._check_X(X)
+        check_n_features(X, self.n_features_in_)
+        if self.kernel == "linear":
+            return np.asarray(X @ self.coef_.T)
+        if self.kernel == "precomputed":
+            return X[:, self.support_] @ self.dual_coef_
+        spec = resolve_kernel("rbf", X, self.gamma_, 3, 0.0)
+        return kernel_block(X, self.support_vectors_, spec) @ self.dual_coef_
+
+    def predict(self, X):
+        """Top-1 class label per row, (n,) with the dtype of ``classes_``."""
+        scores = self.decision_function(X)
+        return self.classes_[np.argmax(scores, axis=1)]
+
+    def predict_top_k(self, X, k):
+        """The k highest-scoring labels per row, best first: (n, k). Raises ValueError unless 1 <= k <= m."""
+        check_fitted(self, "classes_")
+        check_scalar(k, "k", lo=1, hi=self.classes_.size, integer=True)
+        scores = self.decision_function(X)
+        top = np.argsort(-scores, axis=1, kind="stable")[:, :k]
+        return self.classes_[top]
+
+    # --- persistence -----------------------------------------------------------------------------------------
+    def _check_state(self):
+        super()._check_state()
+        self._check_params()
+        m, d = self.classes_.size, self.n_features_in_
+        if m < 2 or self.k >= m:
+            raise ValueError(f"classes_ has {m} entries for k={self.k}")
+        n_sv = self.support_.shape[0]
+        if self.kernel == "linear":
+            if self.coef_.shape != (m, d):
+                raise ValueError(f"coef_ has shape {self.coef_.shape}, expected {(m, d)}")
+        elif self.dual_coef_.shape != (n_sv, m) or self.support_.ndim != 1:
+            raise ValueError(f"dual_coef_ has shape {self.dual_coef_.shape}, expected {(n_sv, m)}")
+        if self.kernel == "rbf" and self.support_vectors_.shape != (n_sv, d):
+            raise ValueError(f"support_vectors_ has shape {self.support_vectors_.shape}, expected {(n_sv, d)}")
+        if self.kernel == "precomputed" and n_sv and (self.support_.min() < 0 or self.support_.max() >= d):
+            raise ValueError("support_ indexes outside the training kernel")
