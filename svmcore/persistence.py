@@ -7,6 +7,7 @@ folder and renamed into place, so a crash never leaves a half-written model.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
@@ -25,6 +26,27 @@ def register(cls):
     return cls
 
 
+@contextlib.contextmanager
+def atomic_write(path):
+    """Context manager yielding a binary file whose content replaces ``path`` only on success.
+
+    Writes to a temporary file in the same folder, fsyncs, then ``os.replace`` (atomic on POSIX and
+    Windows); on any exception the temporary file is removed and ``path`` is left untouched.
+    """
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
 def write_archive(path, header: dict, arrays: dict) -> Path:
     """Atomically write ``arrays`` (name -> ndarray) and the JSON ``header`` to ``path`` (.npz).
 
@@ -39,18 +61,8 @@ def write_archive(path, header: dict, arrays: dict) -> Path:
             raise TypeError(f"array {key!r} has dtype object and cannot be stored without pickle")
         payload[key] = a
     payload["__header__"] = np.frombuffer(json.dumps(header).encode("utf-8"), dtype=np.uint8)
-    folder = path.parent if str(path.parent) else Path(".")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            np.savez(f, **payload)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    with atomic_write(path) as f:
+        np.savez(f, **payload)
     return path
 
 

@@ -29,7 +29,6 @@ def _qp(P, q, G=None, h=None, A=None, b=None, solver="cvxopt", tol=1e-10):
     ``nu`` holds the multipliers of the equality rows, signed so that P x + q + G'z + A' nu = 0 with
     z >= 0 (both solvers' convention).  Raises RuntimeError if the solver fails.
     """
-    m = P.shape[0]
     P = 0.5 * (P + P.T)
     n_eq = 0 if A is None else A.shape[0]
     if solver == "cvxopt":

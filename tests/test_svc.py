@@ -1,7 +1,5 @@
 """svmcore.SVC / OneClassSVM against LIBSVM (scikit-learn), a general QP solver (cvxopt) and the KKT
 conditions, on real data (CBCL face patches, ijcnn1)."""
-import bz2
-import warnings
 
 import numpy as np
 import pytest

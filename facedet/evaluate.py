@@ -1,0 +1,382 @@
+"""Evaluation of face detectors (boxes on images) and of face/non-face classifiers (patches).
+
+Boxes are ``(x, y, w, h)`` in pixels: top-left corner, width, height. Detections carry a fifth column,
+the score (higher = more confident).
+
+Image level (PASCAL VOC protocol, Everingham et al., IJCV 2010, sections 4.2 and 4.4):
+detections are matched one-to-one to ground-truth boxes at IoU >= 0.5, greedily in order of descending
+score; the detection rate, the number of false positives, the precision-recall curve and the average
+precision follow from the matches. A ground-truth box flagged ``ignore`` (VOC "difficult") counts
+neither as a hit nor as a miss, nor does a detection matched to it.
+
+Patch level: ROC curve, its area, and the detection rate at a fixed false-positive rate (the CBCL test
+set protocol of Osuna, Freund, Girosi 1997).
+"""
+from __future__ import annotations
+
+import csv
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+from numba import njit
+
+from .imageio import atomic_write
+
+_TRUE = {"1", "true", "yes"}
+_FALSE = {"0", "false", "no", ""}
+
+
+def iou(a, b) -> np.ndarray:
+    """Intersection over union of every box in ``a`` with every box in ``b``.
+
+    ``a``: (n, 4), ``b``: (m, 4) boxes ``(x, y, w, h)`` (extra columns such as a score are ignored).
+    Returns an (n, m) float64 array in [0, 1]; a pair whose union is empty has IoU 0.
+    Raises ValueError for a wrong shape, NaN/inf or a negative width or height.
+    """
+    a = _check_boxes(a, "a")
+    b = _check_boxes(b, "b")
+    ax0, ay0, aw, ah = (a[:, i, None] for i in range(4))
+    bx0, by0, bw, bh = (b[None, :, i] for i in range(4))
+    iw = np.clip(np.minimum(ax0 + aw, bx0 + bw) - np.maximum(ax0, bx0), 0.0, None)
+    ih = np.clip(np.minimum(ay0 + ah, by0 + bh) - np.maximum(ay0, by0), 0.0, None)
+    inter = iw * ih
+    union = aw * ah + bw * bh - inter
+    out = np.zeros(inter.shape)
+    np.divide(inter, union, out=out, where=union > 0)
+    return out
+
+
+def read_annotations(csv_path, split=None) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Read ground-truth face boxes from a CSV file.
+
+    Columns (header row required, any order, extra columns ignored): ``image, x, y, w, h`` and optionally
+    ``ignore`` (``0/1``, ``true/false``, ``yes/no``, empty = 0) and ``split`` (as in
+    ``shared/data/scenes_annotated_dlib_voc/boxes.csv``). A row whose ``x, y, w, h`` are all empty lists
+    an image that contains no face, so its detections all count as false positives.
+    ``split``: keep only rows whose ``split`` column equals it.
+
+    Returns ``{image: (boxes (m, 4) float64 xywh, ignore (m,) bool)}`` in file order.
+    Raises FileNotFoundError for a missing file and ValueError naming the file and line for a missing
+    column, a non-numeric or non-finite coordinate, a width or height <= 0, a bad ``ignore`` value, an
+    empty image name, or a ``split`` that the file does not have.
+    """
+    path = Path(csv_path)
+    rows: dict[str, list] = {}
+    with open(path, newline="", encoding="utf-8-sig") as f:
+        reader = csv.DictReader(f)
+        columns = [c.strip() for c in (reader.fieldnames or [])]
+        missing = [c for c in ("image", "x", "y", "w", "h") if c not in columns]
+        if missing:
+            raise ValueError(f"{path}: missing column(s) {', '.join(missing)} (header: {','.join(columns) or 'none'})")
+        if split is not None and "split" not in columns:
+            raise ValueError(f"{path}: split={split!r} requested but the file has no 'split' column")
+        reader.fieldnames = columns
+        splits = set()
+        for row in reader:
+            where = f"{path}, line {reader.line_num}"
+            if None in row or any(v is None for v in row.values()):
+                raise ValueError(f"{where}: expected {len(columns)} fields")
+            if "split" in row:
+                splits.add(row["split"].strip())
+                if split is not None and row["split"].strip() != split:
+                    continue
+            name = row["image"].strip()
+            if not name:
+                raise ValueError(f"{where}: empty image name")
+            fields = [row[c].strip() for c in ("x", "y", "w", "h")]
+            boxes = rows.setdefault(name, [])
+            if not any(fields):
+                continue
+            try:
+                x, y, w, h = (float(v) for v in fields)
+            except ValueError:
+                raise ValueError(f"{where}: x, y, w, h must be numbers, got {','.join(fields)}") from None
+            if not all(math.isfinite(v) for v in (x, y, w, h)):
+                raise ValueError(f"{where}: x, y, w, h must be finite, got {','.join(fields)}")
+            if w <= 0 or h <= 0:
+                raise ValueError(f"{where}: box width and height must be > 0, got w={w:g} h={h:g}")
+            flag = row.get("ignore", "").strip().lower()
+            if flag not in _TRUE | _FALSE:
+                raise ValueError(f"{where}: ignore must be 0/1, true/false or yes/no, got {row['ignore']!r}")
+            boxes.append((x, y, w, h, flag in _TRUE))
+    if split is not None and split not in splits:
+        raise ValueError(f"{path}: no rows with split {split!r} (splits present: {', '.join(sorted(splits))})")
+    out = {}
+    for name, boxes in rows.items():
+        a = np.array(boxes, dtype=np.float64).reshape(-1, 5)
+        out[name] = (np.ascontiguousarray(a[:, :4]), a[:, 4].astype(bool))
+    return out
+
+
+def match_detections(dets, truth, ignore=None, iou_threshold=0.5) -> dict[str, np.ndarray]:
+    """Match the detections of one image to its ground truth (PASCAL VOC / COCO style greedy matching).
+
+    ``dets``: (k, 5) ``x, y, w, h, score``; ``truth``: (m, 4) boxes; ``ignore``: (m,) bool or None.
+    Detections are taken in order of descending score (ties: input order). Each one is matched to the
+    still unmatched, non-ignored truth box with the highest IoU >= ``iou_threshold`` (a true positive);
+    failing that, to the ignored truth box with the highest IoU >= ``iou_threshold`` (the detection is
+    then ignored; an ignored box can absorb several detections, like a VOC "difficult" object); failing
+    that it is a false positive. So every non-ignored truth box is hit by at most one detection.
+
+    Returns ``{"is_tp": (k,) bool, "is_ignored": (k,) bool, "matched": (k,) int64}`` in the input order
+    of ``dets``; ``matched`` is the truth index or -1. A detection is a false positive iff
+    ``~is_tp & ~is_ignored``. Raises ValueError for bad shapes or values, or a threshold outside (0, 1].
+    """
+    dets = _check_dets(dets, "dets")
+    truth = _check_boxes(truth, "truth")
+    ignore = _check_ignore(ignore, len(truth))
+    if not 0.0 < iou_threshold <= 1.0:
+        raise ValueError(f"iou_threshold must be in (0, 1], got {iou_threshold}")
+    order = np.argsort(-dets[:, 4], kind="stable")
+    matched = _greedy_match(order, iou(dets, truth), ignore, float(iou_threshold))
+    hit = matched >= 0
+    is_ignored = hit & ignore[np.maximum(matched, 0)] if len(truth) else np.zeros(len(dets), bool)
+    return {"is_tp": hit & ~is_ignored, "is_ignored": is_ignored, "matched": matched}
+
+
+@njit(cache=True)
+def _greedy_match(order, overlaps, ignore, threshold):
+    k, m = overlaps.shape
+    matched = np.full(k, -1, np.int64)
+    taken = np.zeros(m, np.bool_)
+    for d in order:
+        best, best_iou, best_ign, best_ign_iou = -1, 0.0, -1, 0.0
+        for t in range(m):
+            o = overlaps[d, t]
+            if o < threshold:
+                continue
+            if ignore[t]:
+                if best_ign < 0 or o > best_ign_iou:  # ties: the first truth box
+                    best_ign, best_ign_iou = t, o
+            elif not taken[t] and (best < 0 or o > best_iou):
+                best, best_iou = t, o
+        if best >= 0:
+            taken[best] = True
+            matched[d] = best
+        else:
+            matched[d] = best_ign
+    return matched
+
+
+@dataclass
+class EvalResult:
+    """Result of :func:`evaluate_detections`.
+
+    ``detection_rate``: hits / ``n_truth`` over all detections given (the detector's operating point);
+    ``false_positives``: detections matched to no truth box (ignored ones excluded);
+    ``n_truth``: non-ignored truth boxes; ``n_images``; ``n_detections`` (ignored ones excluded);
+    ``precision``, ``recall``, ``thresholds``: (p,) arrays, one point per distinct score, thresholds
+    decreasing (detections with score >= thresholds[i] give precision[i], recall[i]);
+    ``average_precision``: area under the interpolated precision-recall curve (VOC 2010+ style, see
+    :func:`average_precision`); ``per_image``: name -> (hits, false positives, misses).
+    """
+
+    detection_rate: float
+    false_positives: int
+    n_truth: int
+    n_images: int
+    n_detections: int
+    precision: np.ndarray
+    recall: np.ndarray
+    thresholds: np.ndarray
+    average_precision: float
+    iou_threshold: float = 0.5
+    per_image: dict = field(default_factory=dict, repr=False)
+
+
+def evaluate_detections(detections, annotations, iou_threshold=0.5) -> EvalResult:
+    """Detection rate, false positives, precision-recall curve and average precision over images.
+
+    ``detections``: ``{image: (k, 5) x, y, w, h, score}``; ``annotations``: ``{image: (boxes (m, 4),
+    ignore (m,) bool)}`` as returned by :func:`read_annotations`. Both must list the same images (pass
+    an empty ``(0, 5)`` array for an image without detections; evaluate a subset by subsetting
+    ``annotations``). Detections of all images are pooled and ranked by score for the curve.
+    Raises ValueError if the image sets differ or any array is malformed.
+    """
+    extra = sorted(set(detections) - set(annotations))
+    absent = sorted(set(annotations) - set(detections))
+    if extra or absent:
+        raise ValueError(
+            "detections and annotations must cover the same images: "
+            + (f"no annotations for {', '.join(extra[:5])}{' ...' if len(extra) > 5 else ''}; " if extra else "")
+            + (f"no detections entry for {', '.join(absent[:5])}{' ...' if len(absent) > 5 else ''} "
+               "(pass an empty (0, 5) array for an image without detections)" if absent else ""))
+    scores, hits, per_image = [], [], {}
+    n_truth = 0
+    for name, (truth, ignore) in annotations.items():
+        dets = _check_dets(detections[name], f"detections[{name!r}]")
+        m = match_detections(dets, truth, ignore, iou_threshold)
+        keep = ~m["is_ignored"]
+        scores.append(dets[keep, 4])
+        hits.append(m["is_tp"][keep])
+        n_real = int((~_check_ignore(ignore, len(truth))).sum())
+        n_truth += n_real
+        n_tp = int(m["is_tp"].sum())
+        per_image[name] = (n_tp, int(keep.sum()) - n_tp, n_real - n_tp)
+    scores = np.concatenate(scores) if scores else np.zeros(0)
+    hits = np.concatenate(hits) if hits else np.zeros(0, bool)
+    precision, recall, thresholds = _pr_curve(scores, hits, n_truth)
+    n_tp = int(hits.sum())
+    return EvalResult(
+        detection_rate=n_tp / n_truth if n_truth else float("nan"),
+        false_positives=int(len(hits) - n_tp),
+        n_truth=n_truth,
+        n_images=len(annotations),
+        n_detections=len(hits),
+        precision=precision,
+        recall=recall,
+        thresholds=thresholds,
+        average_precision=average_precision(precision, recall) if n_truth else float("nan"),
+        iou_threshold=float(iou_threshold),
+        per_image=per_image,
+    )
+
+
+def _pr_curve(scores, hits, n_truth):
+    """Precision and recall at each distinct score, thresholds decreasing."""
+    order = np.argsort(-scores, kind="stable")
+    s, h = scores[order], hits[order]
+    tp = np.cumsum(h)
+    fp = np.cumsum(~h)
+    last = np.r_[np.flatnonzero(np.diff(s) != 0), len(s) - 1] if len(s) else np.zeros(0, np.int64)
+    tp, fp = tp[last], fp[last]
+    recall = tp / n_truth if n_truth else np.full(len(last), np.nan)
+    return tp / (tp + fp), recall, s[last]
+
+
+def average_precision(precision, recall) -> float:
+    """Area under the interpolated precision-recall curve (PASCAL VOC 2010+; Everingham et al. 2015, eq. 2).
+
+    ``precision``, ``recall``: (p,) arrays with recall non-decreasing (as in :class:`EvalResult`).
+    Precision is first made monotone, ``p_interp(r) = max_{r' >= r} p(r')``, then integrated exactly as a
+    step function of recall from 0 to 1; recall never reached contributes zero. This is not the VOC 2007
+    11-point average, and not scikit-learn's ``average_precision_score`` (which does not interpolate, so
+    it is <= this value). Returns a float in [0, 1] (0 for an empty curve).
+    """
+    precision = np.asarray(precision, dtype=np.float64)
+    recall = np.asarray(recall, dtype=np.float64)
+    if precision.shape != recall.shape or precision.ndim != 1:
+        raise ValueError(f"precision and recall must be 1-D of equal length, got {precision.shape}, {recall.shape}")
+    if len(recall) and np.any(np.diff(recall) < 0):
+        raise ValueError("recall must be non-decreasing")
+    p_interp = np.maximum.accumulate(precision[::-1])[::-1]
+    return float(np.sum(np.diff(np.r_[0.0, recall]) * p_interp))
+
+
+def plot_precision_recall(result: EvalResult, png_path, title=None, label=None):
+    """Write the precision-recall curve of ``result`` (and its interpolation) to a PNG file, atomically.
+
+    Uses matplotlib's Agg canvas directly (no pyplot state, no display needed). Returns the path.
+    """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(5, 4.5), dpi=100)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    r, p = result.recall, result.precision
+    if len(r):
+        ax.plot(np.r_[0.0, r], np.r_[p[0], p], drawstyle="steps-pre", color="0.6", lw=1, label="raw")
+        p_interp = np.maximum.accumulate(p[::-1])[::-1]
+        ax.plot(np.r_[0.0, r], np.r_[p_interp[0], p_interp], drawstyle="steps-pre", color="C0", lw=2,
+                label=f"{label or 'interpolated'} (AP {result.average_precision:.3f})")
+        ax.legend(loc="lower left")
+    ax.set_xlim(0, 1.0)
+    ax.set_ylim(0, 1.02)
+    ax.set_xlabel("recall (detection rate)")
+    ax.set_ylabel("precision")
+    ax.grid(alpha=0.3)
+    ax.set_title(title or f"{result.n_images} images, {result.n_truth} faces, IoU >= {result.iou_threshold:g}: "
+                 f"DR {result.detection_rate:.3f}, {result.false_positives} FP", fontsize=9)
+    path = Path(png_path)
+    with atomic_write(path) as f:
+        fig.savefig(f, format="png")
+    return path
+
+
+def roc_curve(scores, labels) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """ROC curve of scores against binary labels (positives: label 1 / True; negatives 0, -1 or False).
+
+    ``scores``, ``labels``: (n,) arrays. Returns ``(fpr, tpr, thresholds)``, each (p + 1,) with one point
+    per distinct score in decreasing order, preceded by (0, 0) at threshold +inf: predicting positive for
+    ``score >= thresholds[i]`` gives ``fpr[i], tpr[i]``. Same points as scikit-learn's ``roc_curve`` with
+    ``drop_intermediate=False``. Raises ValueError for mismatched lengths, NaN/inf scores, labels outside
+    {0, 1} / {-1, 1}, or only one class present.
+    """
+    scores, positive = _check_scores_labels(scores, labels)
+    order = np.argsort(-scores, kind="stable")
+    s, pos = scores[order], positive[order]
+    last = np.r_[np.flatnonzero(np.diff(s) != 0), len(s) - 1]
+    tp = np.cumsum(pos)[last]
+    fp = (last + 1) - tp
+    n_pos, n_neg = tp[-1], fp[-1]
+    return np.r_[0.0, fp / n_neg], np.r_[0.0, tp / n_pos], np.r_[np.inf, s[last]]
+
+
+def roc_auc(scores, labels) -> float:
+    """Area under the ROC curve (trapezoids; equals the Mann-Whitney probability that a random positive
+    scores above a random negative, ties counting one half). Arguments and errors as :func:`roc_curve`."""
+    fpr, tpr, _ = roc_curve(scores, labels)
+    return float(np.sum(np.diff(fpr) * (tpr[1:] + tpr[:-1]) / 2))
+
+
+def detection_rate_at_fpr(scores, labels, fpr=0.01) -> float:
+    """Highest true-positive rate over thresholds whose false-positive rate is <= ``fpr`` (no interpolation
+    between ROC points: a threshold that is actually reachable). Arguments and errors as :func:`roc_curve`;
+    ValueError if ``fpr`` is outside [0, 1]."""
+    if not 0.0 <= fpr <= 1.0:
+        raise ValueError(f"fpr must be in [0, 1], got {fpr}")
+    f, t, _ = roc_curve(scores, labels)
+    return float(t[f <= fpr].max())
+
+
+def _check_boxes(a, name):
+    a = np.asarray(a, dtype=np.float64)
+    if a.ndim == 1 and a.size == 0:
+        a = a.reshape(0, 4)
+    if a.ndim != 2 or a.shape[1] < 4:
+        raise ValueError(f"{name}: expected an (n, 4) array of x, y, w, h boxes, got shape {a.shape}")
+    if not np.isfinite(a[:, :4]).all():
+        raise ValueError(f"{name}: boxes contain NaN or infinity")
+    if (a[:, 2:4] < 0).any():
+        raise ValueError(f"{name}: box widths and heights must be >= 0")
+    return a
+
+
+def _check_dets(d, name):
+    d = np.asarray(d, dtype=np.float64)
+    if d.ndim == 1 and d.size == 0:
+        d = d.reshape(0, 5)
+    if d.ndim != 2 or d.shape[1] != 5:
+        raise ValueError(f"{name}: expected a (k, 5) array of x, y, w, h, score, got shape {d.shape}")
+    _check_boxes(d, name)
+    if np.isnan(d[:, 4]).any():
+        raise ValueError(f"{name}: scores contain NaN")
+    return d
+
+
+def _check_ignore(ignore, m):
+    if ignore is None:
+        return np.zeros(m, bool)
+    ignore = np.asarray(ignore)
+    if ignore.shape != (m,):
+        raise ValueError(f"ignore: expected shape ({m},) to match the truth boxes, got {ignore.shape}")
+    return ignore.astype(bool)
+
+
+def _check_scores_labels(scores, labels):
+    scores = np.asarray(scores, dtype=np.float64).ravel()
+    labels = np.asarray(labels).ravel()
+    if scores.shape != labels.shape:
+        raise ValueError(f"scores and labels must have the same length, got {scores.size} and {labels.size}")
+    if not np.isfinite(scores).all():
+        raise ValueError("scores contain NaN or infinity")
+    values = set(np.unique(labels).tolist())
+    if not values <= {0, 1} and not values <= {-1, 1}:
+        raise ValueError(f"labels must be 0/1, -1/+1 or bool, got values {sorted(values)[:5]}")
+    positive = labels == 1
+    if positive.all() or not positive.any():
+        raise ValueError("labels contain only one class; a ROC curve needs positives and negatives")
+    return scores, positive

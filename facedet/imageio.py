@@ -1,0 +1,168 @@
+"""Safe image reading and atomic writing: the one place where facedet touches image files.
+
+Decoding is Pillow's; this module adds what a batch tool needs around it: a pixel limit checked on the
+header before any pixel is decoded (decompression bombs), EXIF orientation, a fixed conversion of every
+supported mode to 8-bit grey or RGB, and one exception type, :class:`ImageError`, whose message names the
+file and the problem, so that a caller can report a bad file and go on with the rest of a batch.
+
+Mode conversions (Pillow mode -> result):
+
+- ``1``, ``L``: grey as is (``1`` -> 0/255).
+- ``I;16*`` and ``I`` with values in 0..65535 (16-bit PNG/TIFF/PGM): scaled to 8 bits, ``round(v * 255 / 65535)``.
+- ``LA``, ``La``, ``PA``, ``RGBA``, ``RGBa`` and palette images with a transparent colour: alpha-composited
+  over a white background (what a viewer shows; dropping alpha would expose arbitrary colours hidden under
+  fully transparent pixels).
+- ``P``, ``RGB``, ``RGBX``, ``CMYK``, ``YCbCr``, ``HSV``: converted by Pillow to RGB (CMYK without a colour profile).
+- RGB -> grey: ITU-R BT.601 luma, ``L = 0.299 R + 0.587 G + 0.114 B`` (Pillow's ``convert("L")``).
+- Anything else (``F`` floating point, ``I`` outside 0..65535, ``LAB``, ...): :class:`ImageError`.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import warnings
+from pathlib import Path
+
+import numpy as np
+from PIL import Image, ImageOps, UnidentifiedImageError
+
+from svmcore.persistence import atomic_write
+
+# 50 megapixels: above every common camera's default output (a 48-MP phone sensor saves 12-MP files by
+# default), and small enough that the grey float64 copies made by scanning stay below ~0.5 GB.
+MAX_PIXELS = 50_000_000
+
+_ALPHA_MODES = {"LA", "La", "PA", "RGBA", "RGBa"}
+_RGB_MODES = {"RGB", "RGBX", "P", "CMYK", "YCbCr", "HSV"}
+
+
+class ImageError(ValueError):
+    """A file could not be read as an image: missing, unreadable, not an image, truncated or corrupt,
+    too large (decompression bomb) or of an unsupported pixel mode. The message names the file."""
+
+
+def read_grey(path, *, max_pixels=MAX_PIXELS) -> np.ndarray:
+    """Read an image file as 8-bit grey.
+
+    Returns a C-contiguous ``(H, W)`` uint8 array, EXIF orientation applied, colour converted with BT.601
+    luma, 16-bit scaled to 8 bits, transparency composited over white (see the module docstring).
+    Raises :class:`ImageError` (a ValueError) naming the file if it cannot be read, and TypeError if
+    ``path`` is not a path.
+    """
+    with _open(path, max_pixels) as im:
+        if im.mode in ("1", "L"):
+            return np.ascontiguousarray(np.asarray(im.convert("L"), dtype=np.uint8))
+        if im.mode.startswith("I"):
+            return _sixteen_to_eight(im, path)
+        return np.ascontiguousarray(np.asarray(_to_rgb_image(im, path).convert("L"), dtype=np.uint8))
+
+
+def read_rgb(path, *, max_pixels=MAX_PIXELS) -> np.ndarray:
+    """Read an image file as 8-bit RGB.
+
+    Returns a C-contiguous ``(H, W, 3)`` uint8 array; grey images are replicated into the three channels.
+    Same conversions and errors as :func:`read_grey`.
+    """
+    with _open(path, max_pixels) as im:
+        if im.mode in ("1", "L"):
+            grey = np.asarray(im.convert("L"), dtype=np.uint8)
+        elif im.mode.startswith("I"):
+            grey = _sixteen_to_eight(im, path)
+        else:
+            return np.ascontiguousarray(np.asarray(_to_rgb_image(im, path), dtype=np.uint8))
+        return np.ascontiguousarray(np.repeat(grey[:, :, None], 3, axis=2))
+
+
+def write_image(path, rgb) -> Path:
+    """Atomically write ``rgb``, an ``(H, W, 3)`` or grey ``(H, W)`` uint8 array, to ``path``.
+
+    The format follows the suffix (``.png``, ``.jpg``/``.jpeg`` at quality 95, ``.bmp``, ``.tif``, ...,
+    anything Pillow writes). The image goes to a temporary file in the target folder that is then renamed
+    over ``path``, so readers never see a half-written file. Returns ``path`` as a Path.
+    Raises TypeError for a non-uint8 array, ValueError for a wrong shape or an unknown suffix, OSError if
+    the folder is not writable.
+    """
+    path = Path(path)
+    a = np.asarray(rgb)
+    if a.dtype != np.uint8:
+        raise TypeError(f"write_image: expected a uint8 array, got dtype {a.dtype}")
+    if not (a.ndim == 2 or (a.ndim == 3 and a.shape[2] == 3)) or a.shape[0] == 0 or a.shape[1] == 0:
+        raise ValueError(f"write_image: expected an (H, W, 3) or (H, W) array, got shape {a.shape}")
+    fmt = Image.registered_extensions().get(path.suffix.lower())
+    if fmt is None or fmt not in Image.SAVE:
+        raise ValueError(f"write_image: cannot tell an image format Pillow writes from the suffix of {path}")
+    options = {"quality": 95} if fmt == "JPEG" else {}
+    with atomic_write(path) as f:
+        Image.fromarray(np.ascontiguousarray(a)).save(f, format=fmt, **options)
+    return path
+
+
+@contextlib.contextmanager
+def _open(path, max_pixels):
+    """Open ``path``, check its header size against ``max_pixels``, decode it and apply EXIF orientation."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"expected a file path, got {type(path).__name__}")
+    name = os.fspath(path)
+    try:
+        # Pillow warns above its own limit and raises above twice it; ours is checked explicitly below.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            im = Image.open(name)
+    except FileNotFoundError:
+        raise ImageError(f"{name}: file not found") from None
+    except IsADirectoryError:
+        raise ImageError(f"{name}: is a directory, not an image file") from None
+    except PermissionError:
+        raise ImageError(f"{name}: permission denied") from None
+    except UnidentifiedImageError:
+        raise ImageError(f"{name}: not an image (or a format Pillow cannot read)") from None
+    except Image.DecompressionBombError as exc:
+        raise ImageError(f"{name}: refused as a possible decompression bomb ({exc})") from None
+    except Exception as exc:  # a corrupt header can raise almost anything inside a format plugin
+        raise ImageError(f"{name}: cannot read the image header ({type(exc).__name__}: {exc})") from exc
+    try:
+        width, height = im.size
+        if width * height > max_pixels:
+            raise ImageError(
+                f"{name}: {width}x{height} = {width * height:,} pixels exceeds the limit of {max_pixels:,} "
+                "(refused before decoding: possible decompression bomb)")
+        if width == 0 or height == 0:
+            raise ImageError(f"{name}: empty image ({width}x{height})")
+        try:
+            im.load()
+        except Image.DecompressionBombError as exc:
+            raise ImageError(f"{name}: refused as a possible decompression bomb ({exc})") from None
+        except Exception as exc:  # truncated data, broken chunks, CRC errors, decoder errors
+            raise ImageError(f"{name}: truncated or corrupt image data ({type(exc).__name__}: {exc})") from exc
+        try:
+            oriented = ImageOps.exif_transpose(im)
+        except Exception as exc:
+            raise ImageError(f"{name}: invalid EXIF orientation data ({type(exc).__name__}: {exc})") from exc
+        yield oriented
+    finally:
+        im.close()
+
+
+def _sixteen_to_eight(im, path) -> np.ndarray:
+    """16-bit grey (modes ``I;16*``, or ``I`` holding 0..65535) -> uint8, rounding ``v * 255 / 65535``."""
+    v = np.asarray(im)
+    if im.mode == "I" and v.size and (v.min() < 0 or v.max() > 65535):
+        raise ImageError(
+            f"{os.fspath(path)}: 32-bit integer image with values {v.min()}..{v.max()} is not supported "
+            "(expected 16-bit grey, 0..65535)")
+    v = v.astype(np.uint32)
+    return np.ascontiguousarray(((v * 255 + 32767) // 65535).astype(np.uint8))
+
+
+def _to_rgb_image(im, path):
+    """Any colour or transparent mode -> an RGB PIL image, alpha composited over white."""
+    mode = im.mode
+    if mode == "P" and "transparency" in im.info:
+        mode = "PA"
+    if mode in _ALPHA_MODES:
+        rgba = im.convert("RGBA")
+        white = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
+        return Image.alpha_composite(white, rgba).convert("RGB")
+    if mode in _RGB_MODES:
+        return im.convert("RGB")
+    raise ImageError(f"{os.fspath(path)}: unsupported pixel mode {im.mode!r}")

@@ -1,0 +1,200 @@
+"""facedet.imageio on real photos and on bad or unusual files derived from them."""
+import struct
+import zlib
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from facedet.imageio import MAX_PIXELS, ImageError, read_grey, read_rgb, write_image
+
+
+@pytest.fixture(scope="module")
+def astronaut(data_dir):
+    return data_dir / "misc_faces_skimage" / "astronaut.png"
+
+
+@pytest.fixture(scope="module")
+def scene_jpeg(data_dir):
+    return data_dir / "scenes_annotated_dlib_voc" / "images" / "2008_002470.jpg"
+
+
+def bt601(rgb):
+    return rgb.astype(float) @ [0.299, 0.587, 0.114]
+
+
+def test_real_rgb_png_and_jpeg(astronaut, scene_jpeg):
+    rgb = read_rgb(astronaut)
+    assert rgb.shape == (512, 512, 3) and rgb.dtype == np.uint8 and rgb.flags.c_contiguous
+    grey = read_grey(astronaut)
+    assert grey.shape == (512, 512) and grey.dtype == np.uint8
+    assert np.abs(grey - bt601(rgb)).max() <= 1.0
+    assert read_grey(scene_jpeg).shape == (332, 500)
+    assert read_rgb(scene_jpeg).shape == (332, 500, 3)
+
+
+def test_real_grey_png_replicated_to_rgb(data_dir):
+    path = data_dir / "nonface_scenes" / "skimage" / "moon.png"
+    grey = read_grey(path)
+    rgb = read_rgb(path)
+    assert grey.shape == (512, 512)
+    np.testing.assert_array_equal(rgb, np.repeat(grey[:, :, None], 3, axis=2))
+
+
+def test_real_rgba_png_composited_over_white(data_dir, tmp_path):
+    path = data_dir / "nonface_scenes" / "skimage" / "horse.png"
+    raw = np.asarray(Image.open(path))
+    assert raw.shape[2] == 4
+    rgb = read_rgb(path)
+    a = raw[..., 3:4] / 255.0
+    expected = raw[..., :3] * a + 255 * (1 - a)
+    assert np.abs(rgb - expected).max() <= 1.0
+    assert np.abs(read_grey(path) - bt601(rgb)).max() <= 1.0
+    # the colour hidden under fully transparent pixels must not show through
+    hidden = raw.copy()
+    clear = hidden[..., 3] == 110
+    assert clear.any()
+    hidden[clear, 3] = 0
+    hidden[clear, :3] = 0
+    Image.fromarray(hidden).save(tmp_path / "hidden.png")
+    assert (read_rgb(tmp_path / "hidden.png")[clear] == 255).all()
+
+
+def test_sixteen_bit_grey_scaled(tmp_path, astronaut):
+    grey = read_grey(astronaut)
+    wide = grey.astype(np.uint16) * 257  # exact 8 -> 16 bit expansion
+    for suffix in (".png", ".tif"):
+        path = tmp_path / f"g16{suffix}"
+        Image.fromarray(wide).save(path)
+        assert Image.open(path).mode.startswith("I")
+        np.testing.assert_array_equal(read_grey(path), grey)
+        np.testing.assert_array_equal(read_rgb(path)[..., 1], grey)
+    # PGM with maxval 65535 opens as mode "I"; odd values round to nearest
+    path = tmp_path / "g16.pgm"
+    values = np.array([[0, 128, 129, 65535]], dtype=">u2")
+    path.write_bytes(b"P5\n4 1\n65535\n" + values.tobytes())
+    np.testing.assert_array_equal(read_grey(path), [[0, 0, 1, 255]])
+
+
+def test_palette_cmyk_and_bilevel(tmp_path, astronaut):
+    rgb = read_rgb(astronaut)
+    im = Image.fromarray(rgb)
+    pal = tmp_path / "pal.png"
+    im.quantize(64).save(pal)
+    assert Image.open(pal).mode == "P"
+    assert np.abs(read_rgb(pal).astype(int) - rgb).mean() < 10
+    # palette with a transparent index: that colour becomes white
+    p = im.quantize(16)
+    p.info["transparency"] = 0
+    pt = tmp_path / "pal_t.png"
+    p.save(pt, transparency=0)
+    idx = np.asarray(Image.open(pt))
+    out = read_rgb(pt)
+    assert (idx == 0).any() and (out[idx == 0] == 255).all()
+    cmyk = tmp_path / "cmyk.jpg"
+    im.convert("CMYK").save(cmyk, quality=95)
+    assert Image.open(cmyk).mode == "CMYK"
+    assert np.abs(read_rgb(cmyk).astype(int) - rgb).mean() < 8
+    bilevel = tmp_path / "bw.png"
+    im.convert("1").save(bilevel)
+    assert set(np.unique(read_grey(bilevel))) <= {0, 255}
+
+
+def test_exif_orientation_applied(tmp_path, astronaut):
+    rgb = read_rgb(astronaut)[:, :300]  # not square, so a missed rotation changes the shape
+    path = tmp_path / "rot.jpg"
+    exif = Image.Exif()
+    exif[0x0112] = 6  # stored image must be rotated 90 degrees clockwise to display
+    Image.fromarray(rgb).save(path, exif=exif, quality=95)
+    out = read_rgb(path)
+    assert out.shape == (300, 512, 3)
+    assert np.abs(out.astype(int) - np.rot90(rgb, k=-1)).mean() < 3
+
+
+@pytest.mark.parametrize("cut", [0.5, 0.9])
+def test_truncated_files(tmp_path, scene_jpeg, astronaut, cut):
+    for src in (scene_jpeg, astronaut):
+        data = src.read_bytes()
+        path = tmp_path / f"cut{src.suffix}"
+        path.write_bytes(data[: int(len(data) * cut)])
+        with pytest.raises(ImageError, match=r"cut\.(jpg|png).*truncated or corrupt"):
+            read_grey(path)
+
+
+def test_missing_directory_nonimage_empty(tmp_path):
+    with pytest.raises(ImageError, match="nope.png: file not found"):
+        read_grey(tmp_path / "nope.png")
+    with pytest.raises(ImageError, match="is a directory"):
+        read_rgb(tmp_path)
+    text = tmp_path / "notes.jpg"
+    text.write_text("this is not an image\n")
+    with pytest.raises(ImageError, match="notes.jpg: not an image"):
+        read_grey(text)
+    empty = tmp_path / "empty.png"
+    empty.write_bytes(b"")
+    with pytest.raises(ImageError, match="empty.png"):
+        read_grey(empty)
+    with pytest.raises(TypeError):
+        read_grey(12)
+
+
+def test_a_folder_is_not_an_image(tmp_path):
+    with pytest.raises(ImageError, match="is a directory"):
+        read_grey(tmp_path)
+
+
+def _png(width, height, idat):
+    def chunk(kind, body):
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+    ihdr = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", idat) + chunk(b"IEND", b"")
+
+
+def test_decompression_bomb_refused_from_header(tmp_path):
+    # 12000 x 12000 grey (144 MB decoded) in a file of a few hundred bytes: refused from the header
+    bomb = tmp_path / "bomb.png"
+    bomb.write_bytes(_png(12000, 12000, zlib.compress(b"\0" * 12001 * 8)))
+    with pytest.raises(ImageError, match="bomb.png: 12000x12000 .*exceeds the limit"):
+        read_grey(bomb)
+    # Beyond Pillow's own hard limit the refusal is still an ImageError
+    huge = tmp_path / "huge.png"
+    huge.write_bytes(_png(2**20, 2**20, zlib.compress(b"\0" * 64)))
+    with pytest.raises(ImageError, match="huge.png.*bomb"):
+        read_rgb(huge)
+    # just over a caller's limit, a real image is refused too; at the limit it is read
+    small = tmp_path / "small.png"
+    Image.new("L", (100, 50)).save(small)
+    with pytest.raises(ImageError, match="exceeds the limit of 4,999"):
+        read_grey(small, max_pixels=4999)
+    assert read_grey(small, max_pixels=5000).shape == (50, 100)
+    assert 10_000_000 <= MAX_PIXELS <= 100_000_000
+
+
+def test_unsupported_float_mode(tmp_path):
+    path = tmp_path / "float.tif"
+    Image.fromarray(np.zeros((8, 8), np.float32)).save(path)
+    with pytest.raises(ImageError, match="float.tif: unsupported pixel mode 'F'"):
+        read_grey(path)
+
+
+def test_write_image_roundtrip_and_atomic(tmp_path, astronaut):
+    rgb = read_rgb(astronaut)
+    png = write_image(tmp_path / "out.png", rgb)
+    np.testing.assert_array_equal(read_rgb(png), rgb)
+    jpg = write_image(tmp_path / "out.JPG", rgb)
+    assert Image.open(jpg).format == "JPEG"
+    assert np.abs(read_rgb(jpg).astype(int) - rgb).mean() < 3
+    grey = read_grey(astronaut)
+    np.testing.assert_array_equal(read_grey(write_image(tmp_path / "g.png", grey)), grey)
+    # a failed write leaves the existing file and no temporary behind
+    before = png.read_bytes()
+    with pytest.raises(TypeError, match="uint8"):
+        write_image(png, rgb.astype(float))
+    with pytest.raises(ValueError, match="suffix"):
+        write_image(tmp_path / "out.unknownext", rgb)
+    with pytest.raises(ValueError, match="shape"):
+        write_image(tmp_path / "bad.png", rgb[..., :2])
+    with pytest.raises(OSError):
+        write_image(tmp_path / "bad.jpg", np.zeros((70000, 1, 3), np.uint8))  # beyond JPEG's 65535 limit
+    assert png.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["g.png", "out.JPG", "out.png"]
