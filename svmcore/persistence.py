@@ -35,7 +35,10 @@ def atomic_write(path):
     """
     path = Path(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    umask = os.umask(0)
+    os.umask(umask)
     try:
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp's 0600 would make the file private to its writer
         with os.fdopen(fd, "wb") as f:
             yield f
             f.flush()
