@@ -106,7 +106,8 @@ def linear_epoch(indptr, indices, data, sq_norms, y, A, W, order, k, C, beta, st
 def kernel_epoch(K, y, A, active, order, k, C, beta, steps):
     """One pass of Prox-SDCA over ``order`` for a kernel model: s_i = A' K[i] summed over rows with A != 0.
 
-    K (n, n) is the symmetric training Gram matrix; ``active[j]`` marks rows of A that are not zero.
+    K (n, n) is the symmetric training Gram matrix; ``active[j]`` marks rows of A that are not zero;
+    ``steps`` as in :func:`linear_epoch`. Returns the largest step.
     """
     n, m = A.shape
     s = np.empty(m)

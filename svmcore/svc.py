@@ -220,7 +220,7 @@ class OneClassSVM(_KernelSVM):
         return -self.intercept_[0]
 
     def predict(self, X):
-        """+1 for inliers (decision_function(X) > 0... ties count as inliers), -1 for outliers."""
+        """+1 for inliers (decision_function(X) >= 0), -1 for outliers; shape (n,) int."""
         return np.where(self.decision_function(X) >= 0, 1, -1)
 
 

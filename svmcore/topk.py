@@ -34,9 +34,11 @@ class TopKSVM(BaseEstimator):
     kernel : "linear" (W kept explicitly, sparse CSR input allowed), "rbf" (exp(-gamma ||a - b||^2)) or
         "precomputed" (X is the (n, n) training Gram matrix in fit, (n_test, n_train) in prediction).
     gamma : "scale", "auto" or float > 0, rbf only (see svmcore.kernels.resolve_kernel).
-    tol : float > 0, stop when the relative duality gap (P - D) / P <= tol, checked after each epoch.
-    max_epochs : int >= 1, passes over the data (each in a fresh random order).
-    random_state : int or None, seed of the epoch permutations.
+    tol : float > 0, stop when the relative duality gap (P - D) / P <= tol, computed exactly over all
+        examples at the start of every epoch.
+    max_epochs : int >= 1, outer iterations. Each: the exact duality gap, then random-order sweeps over the
+        examples whose block step is nonzero (shrinking; see INNER_DECREASE, MAX_INNER_SWEEPS, INNER_BUDGET).
+    random_state : int or None, seed of the sweep orders.
 
     Learned attributes: ``classes_`` (m,), ``coef_`` (m, d) for linear models (empty (m, 0) otherwise),
     ``support_`` (n_sv,) int64 training indices with nonzero dual variables, ``support_vectors_`` (n_sv, d)
@@ -51,12 +53,6 @@ class TopKSVM(BaseEstimator):
 
     _state_arrays = ("classes_", "coef_", "support_", "support_vectors_", "dual_coef_")
     _state_meta = ("n_features_in_", "gamma_", "primal_objective_", "dual_objective_", "duality_gap_", "n_iter_")
-
-    @classmethod
-    def _param_names(cls):
-        # svmcore.base.BaseEstimator._param_names compares a str with inspect.Parameter kinds (AttributeError);
-        # the hyperparameters here are exactly the __init__ arguments
-        return ["k", "C", "loss", "kernel", "gamma", "tol", "max_epochs", "random_state"]
 
     def __init__(self, k=1, C=1.0, loss="alpha", kernel="linear", gamma="scale", tol=1e-3, max_epochs=1000,
                  random_state=None):

@@ -1,0 +1,269 @@
+"""TopKSVM (Prox-SDCA) on real data: letter, USPS, sector subsets, against cvxopt and LIBLINEAR."""
+import warnings
+
+import cvxopt
+import h5py
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from sklearn.datasets import load_svmlight_file
+from sklearn.metrics import top_k_accuracy_score
+from sklearn.svm import LinearSVC
+
+import svmcore
+from svmcore.kernels import pairwise_kernel
+from svmcore.metrics import top_k_accuracies, top_k_accuracy
+from svmcore.sdca import topk_losses
+from svmcore.topk import TopKSVM
+
+
+@pytest.fixture(scope="module")
+def letter(data_dir):
+    X, y = load_svmlight_file(str(data_dir / "bench" / "letter" / "letter.scale.bz2"), n_features=16)
+    return X.toarray(), y.astype(int)
+
+
+@pytest.fixture(scope="module")
+def usps(data_dir):
+    with h5py.File(data_dir / "bench" / "usps" / "usps.h5", "r") as f:
+        return f["train/data"][:1500].astype(np.float64), f["train/target"][:1500].astype(int)
+
+
+@pytest.fixture(scope="module")
+def sector(data_dir):
+    """The official sector test file (3207 x 55197 CSR, 105 classes), used here as a small real sparse set."""
+    X, y = load_svmlight_file(str(data_dir / "bench" / "sector" / "sector.t.scale.bz2"), n_features=55197)
+    return X.tocsr(), y.astype(int)
+
+
+def primal(model, X, y, C, k, beta):
+    """P(W) = 1/2 ||W||^2 + C sum loss, evaluated independently of the solver from coef_."""
+    yi = np.searchsorted(model.classes_, y)
+    S = X @ model.coef_.T
+    return 0.5 * np.sum(model.coef_ ** 2) + C * topk_losses(np.ascontiguousarray(S), yi, k, beta).sum()
+
+
+def cvxopt_primal(X, y, C, k, loss):
+    """Optimal primal value by cvxopt: top-k sums written as min_tau k tau + sum_j (z_j - tau)_+ (an LP epigraph).
+
+    Variables [W (d*m), xi (n), tau (n), u (n*(m-1))]; z_ij = 1 + <w_j - w_y, x_i>, j != y_i.
+    alpha: xi_i >= 0, xi_i >= tau_i + sum_j u_ij / k, u_ij >= z_ij - tau_i, u_ij >= 0.
+    beta:  the same plus u_ij >= -tau_i (so u_ij >= (max(0, z_ij) - tau_i)_+).
+    """
+    classes, yi = np.unique(y, return_inverse=True)
+    n, d = X.shape
+    m = classes.size
+    nw, nv = d * m, d * m + 2 * n + n * (m - 1)
+    iw = lambda j: slice(j * d, (j + 1) * d)  # noqa: E731
+    ixi = lambda i: nw + i  # noqa: E731
+    itau = lambda i: nw + n + i  # noqa: E731
+    rows, h = [], []
+    others = [[j for j in range(m) if j != yi[i]] for i in range(n)]
+    iu = lambda i, p: nw + 2 * n + i * (m - 1) + p  # noqa: E731
+    for i in range(n):
+        g = np.zeros(nv)
+        g[ixi(i)] = -1.0
+        rows.append(g), h.append(0.0)  # xi >= 0
+        g = np.zeros(nv)
+        g[ixi(i)] = -1.0
+        g[itau(i)] = 1.0
+        for p in range(m - 1):
+            g[iu(i, p)] = 1.0 / k
+        rows.append(g), h.append(0.0)  # tau + sum u / k - xi <= 0
+        for p, j in enumerate(others[i]):
+            g = np.zeros(nv)  # 1 + <w_j - w_y, x> - tau - u <= 0
+            g[iw(j)] = X[i]
+            g[iw(yi[i])] = -X[i]
+            g[itau(i)] = -1.0
+            g[iu(i, p)] = -1.0
+            rows.append(g), h.append(-1.0)
+            g = np.zeros(nv)
+            g[iu(i, p)] = -1.0
+            rows.append(g), h.append(0.0)  # u >= 0
+            if loss == "beta":
+                g = np.zeros(nv)
+                g[iu(i, p)] = -1.0
+                g[itau(i)] = -1.0
+                rows.append(g), h.append(0.0)  # u >= -tau
+    P = np.zeros((nv, nv))
+    P[:nw, :nw] = np.eye(nw)
+    q = np.zeros(nv)
+    q[nw:nw + n] = C
+    sol = cvxopt.solvers.qp(cvxopt.matrix(P), cvxopt.matrix(q), cvxopt.sparse(cvxopt.matrix(np.array(rows))),
+                            cvxopt.matrix(np.array(h)),
+                            options=dict(show_progress=False, abstol=1e-9, reltol=1e-9, feastol=1e-9))
+    assert sol["status"] == "optimal" or sol["relative gap"] < 1e-6, (sol["status"], sol["relative gap"])
+    return sol["primal objective"]
+
+
+@pytest.mark.parametrize("k, loss", [(1, "alpha"), (2, "alpha"), (3, "beta")])
+def test_primal_objective_matches_cvxopt(letter, k, loss):
+    X, y = letter
+    keep = np.flatnonzero(np.isin(y, [1, 5, 9, 15, 21]))[:90]  # 5 letters, 90 samples
+    X, y = X[keep], y[keep]
+    C = 0.5
+    model = TopKSVM(k=k, C=C, loss=loss, tol=1e-7, random_state=0).fit(X, y)
+    p_star = cvxopt_primal(X, y, C, k, loss)
+    p_ours = primal(model, X, y, C, k, loss == "beta")
+    assert p_ours == pytest.approx(model.primal_objective_, rel=1e-10)
+    assert abs(p_ours - p_star) <= 1e-5 * p_star
+    assert model.dual_objective_ <= p_star * (1 + 1e-8)  # weak duality: D is a certified lower bound
+
+
+def test_top1_reaches_liblinear_crammer_singer_objective(letter):
+    X, y = letter
+    X, y = X[:3000], y[:3000]
+    C = 1.0
+    ref = LinearSVC(multi_class="crammer_singer", fit_intercept=False, C=C, tol=1e-5, max_iter=100000).fit(X, y)
+    p_lib = primal(ref, X, y, C, 1, False)
+    models = [TopKSVM(k=1, C=C, loss=loss, tol=1e-4, random_state=0).fit(X, y) for loss in ("alpha", "beta")]
+    for model in models:
+        assert model.duality_gap_ <= 1e-4 * model.primal_objective_
+        assert model.primal_objective_ <= p_lib * (1 + 1e-4)
+        assert model.dual_objective_ <= p_lib  # LIBLINEAR's solution lies within our certified gap
+    # k = 1: alpha and beta are the same loss (Crammer-Singer)
+    assert models[0].primal_objective_ == pytest.approx(models[1].primal_objective_, rel=2e-4)
+    assert np.mean(models[0].predict(X) == ref.predict(X)) > 0.97
+
+
+@pytest.mark.parametrize("k, loss", [(2, "alpha"), (5, "alpha"), (2, "beta"), (5, "beta")])
+def test_duality_gap_reaches_tol(usps, k, loss):
+    X, y = usps
+    model = TopKSVM(k=k, C=1.0, loss=loss, tol=1e-3, random_state=0).fit(X, y)
+    assert 0.0 <= model.duality_gap_ <= 1e-3 * model.primal_objective_
+    assert model.primal_objective_ == pytest.approx(primal(model, X, y, 1.0, k, loss == "beta"), rel=1e-10)
+    scores = model.decision_function(X)
+    yi = np.searchsorted(model.classes_, y)
+    assert top_k_accuracy(scores, yi, k) > 0.95
+
+
+def test_beta_loss_bounds_alpha(usps):
+    X, y = usps
+    a = TopKSVM(k=3, C=1.0, loss="alpha", tol=1e-4, random_state=0).fit(X, y)
+    b = TopKSVM(k=3, C=1.0, loss="beta", tol=1e-4, random_state=0).fit(X, y)
+    # beta >= alpha pointwise, hence min P_beta >= min P_alpha >= D_alpha
+    assert b.primal_objective_ >= a.dual_objective_
+    assert primal(a, X, y, 1.0, 3, True) >= a.primal_objective_
+
+
+def test_sparse_input_equals_dense(usps):
+    X, y = usps
+    X, y = X[:600], y[:600]
+    dense = TopKSVM(k=2, C=0.5, tol=1e-8, random_state=3).fit(X, y)
+    csr = TopKSVM(k=2, C=0.5, tol=1e-8, random_state=3).fit(sp.csr_matrix(X), y)
+    # rounding differs (BLAS vs sparse products), so the paths differ slightly; both reach the unique optimum
+    assert csr.primal_objective_ == pytest.approx(dense.primal_objective_, rel=1e-7)
+    np.testing.assert_allclose(csr.decision_function(sp.csr_matrix(X)), dense.decision_function(X), atol=1e-3)
+
+
+def test_sparse_many_classes_sector(sector):
+    X, y = sector
+    Xtr, ytr, Xte, yte = X[:2400], y[:2400], X[2400:], y[2400:]
+    model = TopKSVM(k=5, C=1.0, loss="alpha", tol=1e-3, random_state=0).fit(Xtr, ytr)
+    assert model.duality_gap_ <= 1e-3 * model.primal_objective_
+    seen = np.isin(yte, model.classes_)
+    scores = model.decision_function(Xte[seen])
+    acc = top_k_accuracies(scores, np.searchsorted(model.classes_, yte[seen]), (1, 5))
+    assert model.classes_.size > 90 and acc[1] > 0.6 and acc[5] > acc[1]
+
+
+def test_kernel_models(usps):
+    X, y = usps
+    X, y = X[:400], y[:400]
+    lin = TopKSVM(k=2, C=1.0, tol=1e-8, random_state=0).fit(X, y)
+    pre = TopKSVM(k=2, C=1.0, kernel="precomputed", tol=1e-8, random_state=0).fit(X @ X.T, y)
+    # the optimum W is unique: 1/2 ||W - W*||^2 <= P(W) - P* <= gap
+    assert pre.primal_objective_ == pytest.approx(lin.primal_objective_, rel=1e-7)
+    np.testing.assert_allclose(pre.decision_function(X @ X.T), lin.decision_function(X), atol=1e-3)
+    rbf = TopKSVM(k=2, C=1.0, kernel="rbf", gamma=0.02, tol=1e-4, random_state=0).fit(X, y)
+    K = pairwise_kernel(X, kernel="rbf", gamma=0.02)
+    rbf_pre = TopKSVM(k=2, C=1.0, kernel="precomputed", tol=1e-4, random_state=0).fit(K, y)
+    assert rbf.duality_gap_ <= 1e-4 * rbf.primal_objective_
+    np.testing.assert_allclose(rbf.decision_function(X[:50]), rbf_pre.decision_function(K[:50]), atol=1e-9)
+    assert rbf.support_vectors_.shape == (rbf.support_.size, X.shape[1])
+    assert np.mean(rbf.predict(X) == y) > np.mean(lin.predict(X) == y) - 0.01
+
+
+def test_predict_top_k_and_persistence(usps, tmp_path):
+    X, y = usps
+    X, y = X[:500], y[:500]
+    for model in (TopKSVM(k=3, C=1.0, loss="beta", random_state=0).fit(X, y),
+                  TopKSVM(k=2, kernel="rbf", gamma=0.02, random_state=0).fit(X, y)):
+        scores = model.decision_function(X[:20])
+        top = model.predict_top_k(X[:20], 4)
+        assert top.shape == (20, 4)
+        np.testing.assert_array_equal(top[:, 0], model.predict(X[:20]))
+        s_top = np.take_along_axis(scores, np.searchsorted(model.classes_, top), axis=1)
+        assert np.all(np.diff(s_top, axis=1) <= 0)
+        path = tmp_path / "topk.npz"
+        model.save(path)
+        loaded = svmcore.load(path)
+        assert isinstance(loaded, TopKSVM) and loaded.get_params() == model.get_params()
+        np.testing.assert_array_equal(loaded.decision_function(X[:20]), scores)
+        assert loaded.duality_gap_ == model.duality_gap_ and loaded.n_iter_ == model.n_iter_
+    model.dual_coef_ = model.dual_coef_[:, :3]
+    model.save(path)
+    with pytest.raises(ValueError, match="dual_coef_"):
+        svmcore.load(path)
+
+
+def test_bad_input(usps):
+    X, y = usps
+    X, y = X[:200], y[:200]
+    with pytest.raises(ValueError, match="no training samples"):
+        TopKSVM().fit(X, y, classes=np.arange(11))
+    with pytest.raises(ValueError, match="not in classes"):
+        TopKSVM().fit(X, y, classes=np.arange(9))
+    with pytest.raises(ValueError, match="smaller than the number of classes"):
+        TopKSVM(k=10).fit(X, y)
+    with pytest.raises(ValueError, match="smaller than the number of classes"):
+        TopKSVM(k=2).fit(X[y < 2], y[y < 2])
+    Xn = X.copy()
+    Xn[3, 7] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        TopKSVM().fit(Xn, y)
+    with pytest.raises(ValueError, match="NaN"):
+        TopKSVM().fit(X, np.where(y == 1, np.nan, y.astype(float)))
+    with pytest.raises(ValueError, match="at least 2 classes"):
+        TopKSVM().fit(X, np.zeros(len(y)))
+    with pytest.raises(ValueError, match="square"):
+        TopKSVM(kernel="precomputed").fit(X, y)
+    with pytest.raises(TypeError, match="sparse"):
+        TopKSVM(kernel="rbf").fit(sp.csr_matrix(X), y)
+    with pytest.raises(ValueError, match="loss"):
+        TopKSVM(loss="gamma").fit(X, y)
+    with pytest.raises(ValueError, match="C"):
+        TopKSVM(C=0.0).fit(X, y)
+    with pytest.raises(TypeError, match="k"):
+        TopKSVM(k=1.5).fit(X, y)
+    with pytest.raises(ValueError, match="not fitted"):
+        TopKSVM().predict(X)
+    with pytest.warns(RuntimeWarning, match="duality gap"):
+        model = TopKSVM(k=1, max_epochs=1, tol=1e-12).fit(X, y)
+    with pytest.raises(ValueError, match="features"):
+        model.predict(X[:, :10])
+    with pytest.raises(ValueError, match="k"):
+        model.predict_top_k(X, 11)
+    with pytest.raises(ValueError, match="NaN"):
+        model.decision_function(Xn)
+
+
+def test_top_k_accuracy_matches_sklearn():
+    rng = np.random.default_rng(0)
+    scores = rng.normal(size=(300, 7))
+    y = rng.integers(0, 7, size=300)
+    for k in (1, 2, 5):
+        assert top_k_accuracy(scores, y, k) == pytest.approx(top_k_accuracy_score(y, scores, k=k, labels=range(7)))
+    assert top_k_accuracies(scores, y, (1, 2, 5)) == {k: top_k_accuracy(scores, y, k) for k in (1, 2, 5)}
+    # ties count against the true class: constant scores are never right for k < m
+    assert top_k_accuracy(np.zeros((5, 3)), np.arange(5) % 3, 2) == 0.0
+    assert top_k_accuracy(np.zeros((5, 3)), np.arange(5) % 3, 3) == 1.0
+    with pytest.raises(ValueError, match="k"):
+        top_k_accuracy(scores, y, 8)
+    with pytest.raises(ValueError, match="indices"):
+        top_k_accuracy(scores, y + 7, 1)
+    with pytest.raises(TypeError):
+        top_k_accuracy(scores, y.astype(float), 1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        top_k_accuracy(scores, y, 7)
