@@ -10,7 +10,7 @@ from . import persistence
 from ._validation import check_array, check_choice, check_fitted, check_labels, check_n_features, check_scalar
 from .base import BaseEstimator
 from .kernels import kernel_block, resolve_kernel, row_norms_sq
-from .sdca import block_violations, kernel_epoch, linear_epoch, objectives
+from .sdca import block_violations, cs_fit, kernel_epoch, linear_epoch, objectives
 
 # Shrinking schedule (tuned on letter, USPS, sector): after each exact duality-gap check, sweep over the
 # examples whose block is not optimal until their largest step is INNER_DECREASE times the initial one,
@@ -18,6 +18,24 @@ from .sdca import block_violations, kernel_epoch, linear_epoch, objectives
 INNER_DECREASE = 0.01
 MAX_INNER_SWEEPS = 100
 INNER_BUDGET = 10
+# k = 1, linear (Crammer-Singer, svmcore.sdca.cs_fit): at most CS_MAX_SWEEPS sweeps between exact gap checks.
+CS_MAX_SWEEPS = 1000
+
+
+def _csr_arrays(X):
+    """CSR arrays (indptr int64, indices int64, data float64) and squared row norms (n,) of X, dense or sparse.
+    Built directly for dense X: scipy's conversion costs about as much as a few sweeps on small dense sets."""
+    if sp.issparse(X):
+        Xc = sp.csr_matrix(X)
+        return Xc.indptr.astype(np.int64), Xc.indices.astype(np.int64), Xc.data, row_norms_sq(Xc)
+    X = np.ascontiguousarray(X, dtype=np.float64)
+    mask = X != 0.0
+    indptr = np.zeros(X.shape[0] + 1, dtype=np.int64)
+    np.cumsum(np.count_nonzero(mask, axis=1), out=indptr[1:])
+    sq_norms = np.einsum("ij,ij->i", X, X)
+    if indptr[-1] == X.size:  # no zeros
+        return indptr, np.tile(np.arange(X.shape[1], dtype=np.int64), X.shape[0]), X.ravel(), sq_norms
+    return indptr, np.nonzero(mask)[1].astype(np.int64), X[mask], sq_norms
 
 
 @persistence.register
@@ -38,6 +56,9 @@ class TopKSVM(BaseEstimator):
         examples at the start of every epoch.
     max_epochs : int >= 1, outer iterations. Each: the exact duality gap, then random-order sweeps over the
         examples whose block step is nonzero (shrinking; see INNER_DECREASE, MAX_INNER_SWEEPS, INNER_BUDGET).
+        For k = 1 with kernel="linear" (Crammer-Singer) the sweeps are those of LIBLINEAR's sequential dual
+        method, with shrinking of examples and of classes per example (Keerthi et al., KDD 2008; see
+        svmcore.sdca.cs_fit); the same objectives and the same exact stopping rule.
     random_state : int or None, seed of the sweep orders.
 
     Learned attributes: ``classes_`` (m,), ``coef_`` (m, d) for linear models (empty (m, 0) otherwise),
@@ -118,15 +139,16 @@ class TopKSVM(BaseEstimator):
         A = np.zeros((n, m))
         spec = resolve_kernel(self.kernel, X, self.gamma, 3, 0.0)
         if self.kernel == "linear":
-            Xc = sp.csr_matrix(X)
-            indptr, indices = Xc.indptr.astype(np.int64), Xc.indices.astype(np.int64)
-            sq_norms = row_norms_sq(Xc)
+            indptr, indices, data, sq_norms = _csr_arrays(X)
             W = np.zeros((X.shape[1], m))
         else:
             K = X if self.kernel == "precomputed" else kernel_block(X, X, spec)
             K = np.ascontiguousarray(K, dtype=np.float64)
             active = np.zeros(n, dtype=np.bool_)
         diag = sq_norms if self.kernel == "linear" else np.ascontiguousarray(np.diag(K))
+        if self.kernel == "linear" and k == 1:
+            primal, dual, epoch = self._fit_crammer_singer(indptr, indices, data, sq_norms, y_index, A, W, C, rng)
+            return self._store(X, classes, spec, primal, dual, epoch, W, A)
         epoch = 0
         while True:
             epoch += 1
@@ -140,8 +162,7 @@ class TopKSVM(BaseEstimator):
             if primal - dual <= self.tol * abs(primal):
                 break
             if epoch > self.max_epochs:
-                warnings.warn(f"TopKSVM: relative duality gap {(primal - dual) / abs(primal):.2e} > tol={self.tol} "
-                              f"after max_epochs={self.max_epochs}", RuntimeWarning, stacklevel=2)
+                self._warn_max_epochs(primal, dual, stacklevel=3)
                 break
             # Shrinking: only blocks whose step from the current point is nonzero can change the objective;
             # sweep over them (random order) until their largest step falls well below the starting one.
@@ -154,13 +175,33 @@ class TopKSVM(BaseEstimator):
                 budget -= order.size
                 steps = np.empty(order.size)
                 if self.kernel == "linear":
-                    change = linear_epoch(indptr, indices, Xc.data, sq_norms, y_index, A, W, order, k, C, beta, steps)
+                    change = linear_epoch(indptr, indices, data, sq_norms, y_index, A, W, order, k, C, beta, steps)
                 else:
                     change = kernel_epoch(K, y_index, A, active, order, k, C, beta, steps)
                 working = order[steps > 0.0]
                 if change <= target or working.size == 0 or budget <= 0:
                     break
-        epoch -= 1
+        return self._store(X, classes, spec, primal, dual, epoch - 1, W if self.kernel == "linear" else None, A)
+
+    def _warn_max_epochs(self, primal, dual, stacklevel):
+        warnings.warn(f"TopKSVM: relative duality gap {(primal - dual) / abs(primal):.2e} > tol={self.tol} "
+                      f"after max_epochs={self.max_epochs}", RuntimeWarning, stacklevel=stacklevel)
+
+    def _fit_crammer_singer(self, indptr, indices, data, sq_norms, y_index, A, W, C, rng):
+        """k = 1, linear (Crammer-Singer): LIBLINEAR's sequential dual method with shrinking, stopped on the exact
+        relative duality gap (svmcore.sdca.cs_fit). Returns (primal, dual, epochs)."""
+        m = A.shape[1]
+        zero = sq_norms <= 0.0  # x_i = 0 does not enter W: its block is optimal on the face sum x = C
+        A[zero] = -C / (m - 1)
+        A[zero, y_index[zero]] = C
+        primal, dual, epoch, converged = cs_fit(indptr, indices, data, sq_norms, y_index, A, W, C, float(self.tol),
+                                                int(self.max_epochs), CS_MAX_SWEEPS, int(rng.integers(2 ** 62)))
+        if not converged:
+            self._warn_max_epochs(primal, dual, stacklevel=4)
+        return primal, dual, epoch
+
+    def _store(self, X, classes, spec, primal, dual, epoch, W, A):
+        m = classes.size
         self.classes_ = classes
         self.n_features_in_ = int(X.shape[1])
         self.gamma_ = float(spec.gamma)

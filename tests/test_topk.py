@@ -126,6 +126,28 @@ def test_top1_reaches_liblinear_crammer_singer_objective(letter):
     assert np.mean(models[0].predict(X) == ref.predict(X)) > 0.97
 
 
+def test_crammer_singer_solver_matches_prox_sdca(usps):
+    """k = 1, linear runs LIBLINEAR's shrinking method (sdca.cs_fit); the precomputed linear Gram matrix runs the
+    general Prox-SDCA loop: both must reach the same optimum, also with x_i = 0 rows and sparse input."""
+    X, y = usps
+    X, y = X[:400].copy(), y[:400]
+    X[[3, 77]] = 0.0  # x_i = 0: the block is set in closed form, its loss is 1 at any W
+    cs = TopKSVM(k=1, C=1.0, tol=1e-8, random_state=0).fit(X, y)
+    gram = TopKSVM(k=1, C=1.0, kernel="precomputed", tol=1e-8, random_state=0).fit(X @ X.T, y)
+    csr = TopKSVM(k=1, C=1.0, tol=1e-8, random_state=1).fit(sp.csr_matrix(X), y)
+    for model in (cs, gram, csr):
+        assert 0.0 <= model.duality_gap_ <= 1e-8 * model.primal_objective_
+    assert cs.primal_objective_ == pytest.approx(primal(cs, X, y, 1.0, 1, False), rel=1e-10)
+    assert cs.primal_objective_ == pytest.approx(gram.primal_objective_, rel=1e-7)
+    assert csr.primal_objective_ == pytest.approx(cs.primal_objective_, rel=1e-7)
+    np.testing.assert_allclose(gram.decision_function(X @ X.T), cs.decision_function(X), atol=1e-3)
+    # the stopping rule is the exact gap at every tol, not LIBLINEAR's violation estimate
+    for tol in (1e-1, 1e-3):
+        model = TopKSVM(k=1, C=1.0, tol=tol, random_state=0).fit(X, y)
+        assert model.duality_gap_ <= tol * model.primal_objective_
+        assert model.primal_objective_ == pytest.approx(primal(model, X, y, 1.0, 1, False), rel=1e-10)
+
+
 @pytest.mark.parametrize("k, loss", [(2, "alpha"), (5, "alpha"), (2, "beta"), (5, "beta")])
 def test_duality_gap_reaches_tol(usps, k, loss):
     X, y = usps
