@@ -1,0 +1,18 @@
+"""facedet: face detection with a support vector machine on 19x19 windows (Osuna, Freund, Girosi 1997).
+
+- :class:`Detector`: classifier + cascade prefilter + scanning parameters; ``detect(image)`` returns
+  (k, 5) boxes [x, y, w, h, score] in image pixels; ``Detector.load(path)`` / ``detector.save(path)``.
+- :func:`load_default`: the shipped model (models/default_detector.npz).
+- Modules: preprocess (mask, plane, equalization), patches, features, scoring, scan, merge, bootstrap,
+  imageio, evaluate; the ``facedet`` command is :mod:`facedet.cli`.
+"""
+from .detector import Detector
+
+__all__ = ["Detector", "load_default"]
+
+
+def load_default():
+    """The shipped default detector; FileNotFoundError if the model file is missing."""
+    from .cli import default_model_path
+
+    return Detector.load(default_model_path())

@@ -1,0 +1,198 @@
+"""Training and bootstrapping (Sung and Poggio 1994; Osuna, Freund, Girosi 1997, sec. 5).
+
+:func:`train_detector` fits the cascade prefilter and the SVM on patches; :func:`bootstrap` then repeats:
+scan images that contain no face, add the windows the detector accepts there (false positives) to the
+non-face patches, retrain. Nothing else: bootstrapping is training plus scanning. On annotated training
+images, :func:`calibrate_box` fits the window-to-face-box map and :func:`choose_threshold` the operating point.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .detector import Detector, as_grey
+from .features import window_features
+from .merge import merge_detections
+from .patches import augment, sample_windows
+from .scan import scan
+from .scoring import Prefilter
+
+SVM_DEFAULTS = {"C": 10.0, "kernel": "poly", "degree": 2, "gamma": "auto", "coef0": 1.0, "tol": 1e-3,
+                "cache_size": 500}
+
+
+def fit_svm(features, y, callback=None, **svm_params):
+    """svmcore.SVC fitted on feature rows (n, 283) (see :func:`facedet.features.window_features`), y (n,), 1 = face.
+
+    svm_params override SVM_DEFAULTS (poly kernel of degree 2 as in Osuna et al.; gamma "auto" = 1/283).
+    """
+    from svmcore import SVC
+
+    params = {**SVM_DEFAULTS, **svm_params}
+    return SVC(callback=callback, **params).fit(features, y)
+
+
+def fit_prefilter(X, y, negative_images=(), augmentation=None, n_random=1000, recall=0.999, n_stages=8, seed=0):
+    """Cascade prefilter on the faces (augmented like the SVM's: ``augment(**augmentation)``, default mirror)
+    vs. the non-faces plus ``n_random`` random windows per face-free image (grey arrays); see
+    :meth:`facedet.scoring.Prefilter.fit`. recall is per stage, on the augmented training faces."""
+    rng = np.random.default_rng(seed)
+    faces = augment(X[y == 1], **{"mirror": True, "shifts": 0, **(augmentation or {})})
+    negs = [X[y == 0]] + [sample_windows(as_grey(g), n_random, rng) for g in negative_images]
+    return Prefilter.fit(faces, np.concatenate(negs), recall=recall, n_stages=n_stages)
+
+
+def training_set(X, y, augmentation=None):
+    """Feature rows and labels of windows X (n, 19, 19), y (n,); faces augmented by
+    ``facedet.patches.augment(**augmentation)`` (default: mirror images only)."""
+    X, y = np.asarray(X), np.asarray(y)
+    if X.ndim != 3 or len(X) != len(y) or not np.isin(y, (0, 1)).all():
+        raise ValueError(f"expected windows (n, 19, 19) and labels (n,) in {{0, 1}}, got {X.shape}, {y.shape}")
+    faces = augment(X[y == 1], **{"mirror": True, "shifts": 0, **(augmentation or {})})
+    nonfaces = X[y == 0]
+    F = window_features(np.concatenate([faces, nonfaces]))
+    return F, np.r_[np.ones(len(faces), np.int64), np.zeros(len(nonfaces), np.int64)]
+
+
+def train_detector(X, y, *, negative_images=(), augmentation=None, callback=None, svm_params=None,
+                   prefilter_params=None, **detector_params):
+    """A :class:`Detector` trained on windows X (n, 19, 19) uint8, labels y (n,) in {0, 1}.
+
+    augmentation: keyword arguments of :func:`facedet.patches.augment` for the faces (default: mirror).
+    negative_images: face-free grey images whose random windows help fit the prefilter.
+    Returns (detector, feature rows, labels) -- the training set, for :func:`bootstrap`.
+    Raises ValueError for bad input.
+    """
+    F, labels = training_set(X, y, augmentation)
+    prefilter = fit_prefilter(np.asarray(X), np.asarray(y), negative_images, augmentation,
+                              **(prefilter_params or {}))
+    clf = fit_svm(F, labels, callback=callback, **(svm_params or {}))
+    return Detector(clf, prefilter, **detector_params), F, labels
+
+
+def mine_negatives(detector, images, max_per_image=300, callback=None):
+    """False positives of ``detector`` on face-free grey images.
+
+    Every window above the threshold is a false positive. Returns (windows (n, 19, 19) uint8: at most
+    ``max_per_image`` of the highest-scoring ones per image, so one texture cannot flood the training set;
+    false-positive windows per image (m,); false-positive detections per image after merging (m,)).
+    """
+    found, n_windows, n_dets = [], [], []
+    for i, g in enumerate(images):
+        boxes, win = detector.scan_windows(g, return_windows=True)
+        n_windows.append(len(boxes))
+        n_dets.append(len(merge_detections(boxes, detector.merge_iou, detector.min_neighbors)))
+        found.append(win[np.argsort(-boxes[:, 4])[:max_per_image]])
+        if callback is not None:
+            callback({"event": "scan", "image": i + 1, "n_images": len(images), "false_positives": len(boxes)})
+    windows = np.concatenate(found) if found else np.empty((0, 19, 19), np.uint8)
+    return windows, np.array(n_windows, dtype=np.int64), np.array(n_dets, dtype=np.int64)
+
+
+@dataclass
+class Round:
+    """One bootstrapping round: the detector trained on ``n_nonfaces`` non-face patches and its figures."""
+    round: int
+    n_nonfaces: int
+    n_support: int
+    fp_windows: int          # windows above threshold on the negative images
+    fp_detections: int       # after merging (min_neighbors), on the negative images
+    scores: dict = field(default_factory=dict)  # extra figures from ``evaluate`` (e.g. detection rates)
+
+
+def bootstrap(detector, negative_images, rounds, *, features=None, labels=None, max_per_image=300,
+              evaluate=None, callback=None, svm_params=None):
+    """Run ``rounds`` rounds of hard-negative mining from a trained detector.
+
+    negative_images: face-free grey (or RGB) arrays. features, labels: the SVM's training set (feature rows,
+    1 = face); if None, the classifier's support vectors (the points that define it; Syed, Liu, Sung 1999).
+    evaluate: optional detector -> dict of figures recorded per round. The prefilter and the scanning
+    parameters stay fixed; each round the SVM is retrained on the set plus every false positive so far.
+    Returns (final detector, features, labels, list of :class:`Round`); round 0 is the starting detector.
+    """
+    negative_images = [as_grey(g) for g in negative_images]
+    if features is None:
+        clf = detector.classifier
+        features = np.asarray(clf.support_vectors_)
+        labels = (np.ravel(clf.dual_coef_) > 0).astype(np.int64)
+    table = []
+    params = {k: getattr(detector.classifier, k) for k in SVM_DEFAULTS}
+    params.update(svm_params or {})
+    for r in range(rounds + 1):
+        windows, n_windows, n_dets = mine_negatives(detector, negative_images, max_per_image, callback)
+        table.append(Round(r, int((labels == 0).sum()), int(detector.classifier.support_.size),
+                           int(n_windows.sum()), int(n_dets.sum()), evaluate(detector) if evaluate else {}))
+        if callback is not None:
+            callback({"event": "round", "round": table[-1]})
+        if r == rounds or len(windows) == 0:
+            break
+        features = np.concatenate([features, window_features(windows)])
+        labels = np.concatenate([labels, np.zeros(len(windows), np.int64)])
+        clf = fit_svm(features, labels, callback=callback, **params)
+        detector = Detector(clf, detector.prefilter, **detector.params())
+    return detector, features, labels, table
+
+
+def calibrate_box(detector, items, sizes=(0.5, 1.1)):
+    """Fit the window-to-face-box map (dx, dy, scale) on annotated images; returns (detector, n faces used).
+
+    items: iterable of (image, truth boxes (m, 4) xywh). For every truth box of side w, all windows of
+    sides ``sizes[0]*w .. sizes[1]*w`` whose centre lies within w/4 of the box centre are scored by the SVM
+    (every window, no prefilter, no threshold); the best-scoring window (x, y, s) gives
+    ((cx_t - x - s/2) / s, (cy_t - y - s/2) / s, w / s), and the map is the median over the faces.
+    So the calibration does not depend on what the detector happens to find. Calibrate on training images
+    only. Raises ValueError if no face is large enough to fit a window.
+    """
+    rel = []
+    for img, truth in items:
+        g = as_grey(img)
+        for x, y, w, h in np.asarray(truth, dtype=np.float64).reshape(-1, 4):
+            cx, cy = x + w / 2, y + h / 2
+            half = sizes[1] * w / 2 + w / 4 + 1
+            x0, y0 = int(max(cx - half, 0)), int(max(cy - half, 0))
+            crop = g[y0:int(cy + half) + 1, x0:int(cx + half) + 1]
+            lo = max(sizes[0] * w, 19.0)
+            if min(crop.shape) < lo:
+                continue
+            boxes = scan(crop, detector.score_features, window_features, None, scale_factor=1.05, stride=1, min_window=lo,
+                         max_window=sizes[1] * w, threshold=-np.inf)
+            wx, wy = boxes[:, 0] + boxes[:, 2] / 2 + x0, boxes[:, 1] + boxes[:, 3] / 2 + y0
+            near = (np.abs(wx - cx) <= w / 4) & (np.abs(wy - cy) <= w / 4)
+            if not near.any():
+                continue
+            b = boxes[near][np.argmax(boxes[near, 4])]
+            s = b[2]
+            rel.append([(cx - b[0] - x0 - s / 2) / s, (cy - b[1] - y0 - s / 2) / s, w / s])
+    if not rel:
+        raise ValueError("calibrate_box: no annotated face large enough for a 19x19 window")
+    box = tuple(float(v) for v in np.median(np.array(rel), axis=0))
+    return detector.with_params(box=box), len(rel)
+
+
+def choose_threshold(detector, items, candidates=np.round(np.arange(-1.0, 1.01, 0.1), 2), neighbors=(1, 2, 3, 4)):
+    """Pick the operating point (SVM threshold, min_neighbors) on annotated training images: the pair
+    maximising F1 = 2 hits / (2 hits + false positives + misses) (IoU >= 0.5, one-to-one); ties go to the
+    lower threshold, then fewer neighbours (keep recall where the training images cannot tell). Images without faces (truth (0, 4)) only add false positives.
+    Returns (detector, rows (threshold, min_neighbors, hits, false positives)). Each image is scanned once,
+    at the lowest candidate threshold."""
+    from .evaluate import match_detections
+
+    candidates = np.sort(np.asarray(candidates, dtype=np.float64))
+    low = detector.with_params(threshold=float(candidates[0]))
+    raw = [(low.scan_windows(g), t) for g, t in ((as_grey(img), np.asarray(t, float).reshape(-1, 4))
+                                                 for img, t in items)]
+    n_truth = sum(len(t) for _, t in raw)
+    rows = []
+    for th in candidates:
+        for nb in neighbors:
+            hits = fps = 0
+            for boxes, truth in raw:
+                merged = merge_detections(boxes[boxes[:, 4] > th], detector.merge_iou, nb)
+                dets = detector.windows_to_boxes(merged[:, :5])
+                tp = int(match_detections(dets, truth)["is_tp"].sum())
+                hits += tp
+                fps += len(dets) - tp
+            rows.append((float(th), int(nb), hits, fps))
+    best = max(rows, key=lambda r: (2 * r[2] / max(r[2] + r[3] + n_truth, 1), -r[0], -r[1]))
+    return detector.with_params(threshold=best[0], min_neighbors=best[1]), rows

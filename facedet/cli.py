@@ -1,0 +1,331 @@
+"""Command line: ``facedet train | bootstrap | detect | evaluate`` (typer). Argument handling only.
+
+Exit codes: 0 success; 2 usage error (bad option, missing model or folder); 1 if any input file failed
+(each bad file is reported on stderr and the other files are still processed).
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="Face detection with a polynomial SVM on 19x19 windows (Osuna, Freund, Girosi 1997).")
+out = Console()
+err = Console(stderr=True)
+
+MODEL_NAME = "default_detector.npz"
+
+
+def default_model_path() -> Path:
+    """$FACEDET_MODEL, else models/default_detector.npz beside the package (source or editable install)."""
+    env = os.environ.get("FACEDET_MODEL")
+    if env:
+        return Path(env)
+    import facedet
+
+    here = Path(facedet.__file__).resolve().parent
+    for candidate in (here / "models" / MODEL_NAME, here.parent / "models" / MODEL_NAME):
+        if candidate.is_file():
+            return candidate
+    return here.parent / "models" / MODEL_NAME
+
+
+def _usage(message):
+    err.print(f"[red]error:[/red] {message}")
+    raise typer.Exit(2)
+
+
+def _load_detector(model: Optional[Path]):
+    from .detector import Detector
+
+    path = model or default_model_path()
+    try:
+        return Detector.load(path)
+    except (FileNotFoundError, ValueError) as exc:
+        _usage(f"cannot load model: {exc}")
+
+
+def _progress():
+    return Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                    TextColumn("{task.fields[info]}"), TimeElapsedColumn(), console=err, transient=True)
+
+
+def _svm_callback(progress, task):
+    def callback(info):
+        if "kkt_violation" in info:
+            progress.update(task, info=f"iteration {info['n_iter']}, KKT violation {info['kkt_violation']:.2e}")
+    return callback
+
+
+def _image_files(folder: Path):
+    from .patches import image_files
+
+    try:
+        return image_files(folder)
+    except ValueError as exc:
+        _usage(str(exc))
+
+
+def _read_images(paths, progress, description):
+    """(name, grey) of readable images; bad files reported. Returns (images, n_failed)."""
+    from .imageio import ImageError, read_grey
+
+    images, failed = [], 0
+    task = progress.add_task(description, total=len(paths), info="")
+    for p in paths:
+        try:
+            images.append((p, read_grey(p)))
+        except ImageError as exc:
+            err.print(f"[red]skipped[/red] {exc}")
+            failed += 1
+        progress.advance(task)
+    return images, failed
+
+
+def _patches(faces, nonfaces, data, split):
+    from .patches import load_patches
+
+    if data is not None and (faces is not None or nonfaces is not None):
+        _usage("give either --data or --faces with --nonfaces, not both")
+    if data is None and (faces is None or nonfaces is None):
+        _usage("give --faces DIR and --nonfaces DIR, or --data FILE.npz")
+    errors = []
+    try:
+        X, y = load_patches(faces, nonfaces, data=data, split=split, errors=errors)
+    except ValueError as exc:
+        _usage(str(exc))
+    for path, message in errors:
+        err.print(f"[red]skipped[/red] {message}")
+    return X, y, len(errors)
+
+
+@app.command()
+def train(
+    out_path: Path = typer.Option(..., "--out", help="Model file to write (.npz)."),
+    faces: Optional[Path] = typer.Option(None, help="Folder of face images (any size; resized to 19x19)."),
+    nonfaces: Optional[Path] = typer.Option(None, help="Folder of non-face images (any size; resized to 19x19)."),
+    data: Optional[Path] = typer.Option(None, help="Patch .npz (X_<split>, y_<split> or X, y; 1 = face), or a "
+                                                   "folder holding face/ and non-face/ (or <split>/face, ...)."),
+    split: str = typer.Option("train", help="Split to read from --data (the CBCL files have train and test)."),
+    negatives: Optional[Path] = typer.Option(None, help="Folder of face-free images: random windows from them "
+                                                        "train the cascade prefilter."),
+    kernel: str = typer.Option("poly", help="SVM kernel: poly, rbf or linear (poly 2 and linear score fastest)."),
+    degree: int = typer.Option(2, help="Polynomial degree."),
+    C: float = typer.Option(10.0, "--C", help="SVM regularisation constant C > 0."),
+    gamma: str = typer.Option("auto", help="Kernel gamma: a number > 0, 'auto' (1/283) or 'scale'."),
+    coef0: float = typer.Option(1.0, help="Kernel coef0 (poly)."),
+    tol: float = typer.Option(1e-3, help="Solver stopping tolerance (KKT violation)."),
+    mirror: bool = typer.Option(True, help="Add mirror images of the faces."),
+    shifts: int = typer.Option(0, help="Add face copies shifted by up to this many pixels."),
+    stride: int = typer.Option(2, help="Scanning stride in pixels (per pyramid level)."),
+    threshold: float = typer.Option(0.0, help="SVM decision value above which a window is a face."),
+):
+    """Train a detector on face and non-face patches."""
+    from .bootstrap import train_detector
+
+    g = gamma if gamma in ("auto", "scale") else _number(gamma, "--gamma")
+    X, y, failed = _patches(faces, nonfaces, data, split)
+    with _progress() as progress:
+        neg, nfail = _read_images(_image_files(negatives), progress, "reading negatives") if negatives else ([], 0)
+        task = progress.add_task("training SVM", total=None, info="")
+        try:
+            det, _, _ = train_detector(
+                X, y, negative_images=[im for _, im in neg], augmentation={"mirror": mirror, "shifts": shifts},
+                callback=_svm_callback(progress, task), stride=stride, threshold=threshold,
+                svm_params={"kernel": kernel, "degree": degree, "C": C, "gamma": g, "coef0": coef0, "tol": tol})
+        except (TypeError, ValueError) as exc:
+            _usage(str(exc))
+    det.save(out_path)
+    out.print(f"trained on {int(y.sum())} faces and {int((y == 0).sum())} non-faces: "
+              f"{det.classifier.support_.size} support vectors; wrote {out_path}")
+    raise typer.Exit(1 if failed or nfail else 0)
+
+
+def _number(text, name):
+    try:
+        return float(text)
+    except ValueError:
+        _usage(f"{name}: expected a number, got {text!r}")
+
+
+@app.command()
+def bootstrap(
+    model: Path = typer.Option(..., help="Trained model to start from."),
+    negatives: Path = typer.Option(..., help="Folder of images that contain no face."),
+    rounds: int = typer.Option(2, min=1, help="Rounds of: scan negatives, add false positives, retrain."),
+    out_path: Path = typer.Option(..., "--out", help="Model file to write."),
+    faces: Optional[Path] = typer.Option(None, help="Face patch folder to retrain on (default: the model's "
+                                                    "support vectors)."),
+    nonfaces: Optional[Path] = typer.Option(None, help="Non-face patch folder (with --faces)."),
+    data: Optional[Path] = typer.Option(None, help="Patch .npz or folder to retrain on instead of --faces/--nonfaces."),
+    split: str = typer.Option("train", help="Split to read from --data."),
+    max_per_image: int = typer.Option(300, help="At most this many false positives kept per image and round."),
+):
+    """Bootstrap: add the false positives on face-free images to the non-faces and retrain, N rounds."""
+    from .bootstrap import bootstrap as run, training_set
+
+    det = _load_detector(model)
+    features = labels = None
+    failed = 0
+    if data is not None or faces is not None or nonfaces is not None:
+        X, y, failed = _patches(faces, nonfaces, data, split)
+        features, labels = training_set(X, y)
+    with _progress() as progress:
+        neg, nfail = _read_images(_image_files(negatives), progress, "reading negatives")
+        if not neg:
+            _usage(f"{negatives}: no readable images")
+        scan_task = progress.add_task("scanning negatives", total=len(neg), info="")
+        fit_task = progress.add_task("retraining SVM", total=None, info="", visible=False)
+        rows = []
+
+        def callback(info):
+            if info.get("event") == "scan":
+                progress.update(scan_task, completed=info["image"], info=f"round {len(rows)}")
+            elif info.get("event") == "round":
+                rows.append(info["round"])
+                progress.update(scan_task, completed=0)
+            elif "kkt_violation" in info:
+                progress.update(fit_task, visible=True,
+                                info=f"iteration {info['n_iter']}, KKT violation {info['kkt_violation']:.2e}")
+
+        det, _, _, table = run(det, [im for _, im in neg], rounds, features=features, labels=labels,
+                               max_per_image=max_per_image, callback=callback)
+    det.save(out_path)
+    t = Table(title="bootstrapping")
+    for col in ("round", "non-face patches", "support vectors", "FP windows", "FP detections"):
+        t.add_column(col, justify="right")
+    for r in table:
+        t.add_row(str(r.round), str(r.n_nonfaces), str(r.n_support), str(r.fp_windows), str(r.fp_detections))
+    out.print(t)
+    out.print(f"wrote {out_path}")
+    raise typer.Exit(1 if failed or nfail else 0)
+
+
+@app.command()
+def detect(
+    images: List[Path] = typer.Argument(..., help="Image files (PNG, JPEG, ...; colour or grey)."),
+    model: Optional[Path] = typer.Option(None, help="Model file (default: models/default_detector.npz, or "
+                                                    "$FACEDET_MODEL)."),
+    out_path: Optional[Path] = typer.Option(None, "--out", help="Write annotated images: a folder (one "
+                                            "<name>.faces.png per image), or a file name for a single image."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON: [{image, width, height, faces: "
+                                                       "[{x, y, w, h, score}]}]."),
+    threshold: Optional[float] = typer.Option(None, help="Override the model's SVM threshold (higher: fewer, "
+                                                         "surer faces)."),
+    min_size: Optional[float] = typer.Option(None, help="Smallest face side in pixels (default: the model's, 20)."),
+    min_neighbors: Optional[int] = typer.Option(None, help="Drop detections made of fewer windows."),
+):
+    """Find faces in images."""
+    from .imageio import ImageError, read_rgb, write_image
+
+    det = _load_detector(model)
+    overrides = {k: v for k, v in (("threshold", threshold), ("min_size", min_size),
+                                   ("min_neighbors", min_neighbors)) if v is not None}
+    if overrides:
+        try:
+            det = det.with_params(**overrides)
+        except (TypeError, ValueError) as exc:
+            _usage(str(exc))
+    single_file = out_path is not None and len(images) == 1 and out_path.suffix.lower() in (".png", ".jpg", ".jpeg",
+                                                                                            ".bmp", ".tif", ".tiff")
+    if out_path is not None and not single_file:
+        out_path.mkdir(parents=True, exist_ok=True)
+    results, failed = [], 0
+    with _progress() as progress:
+        task = progress.add_task("detecting", total=len(images), info="")
+        for path in images:
+            try:
+                rgb = read_rgb(path)
+                boxes = det.detect(rgb)
+                if out_path is not None:
+                    target = out_path if single_file else out_path / f"{path.stem}.faces.png"
+                    write_image(target, draw_boxes(rgb, boxes))
+            except (ImageError, ValueError, OSError) as exc:
+                err.print(f"[red]failed[/red] {path}: {exc}")
+                failed += 1
+            else:
+                results.append({"image": str(path), "width": int(rgb.shape[1]), "height": int(rgb.shape[0]),
+                                "faces": [{"x": int(round(b[0])), "y": int(round(b[1])), "w": int(round(b[2])),
+                                           "h": int(round(b[3])), "score": round(float(b[4]), 4)} for b in boxes]})
+            progress.advance(task)
+    if as_json:
+        sys.stdout.write(json.dumps(results, indent=2) + "\n")
+    else:
+        t = Table(title="faces")
+        for col in ("image", "size", "faces", "boxes x,y,w,h (score)"):
+            t.add_column(col)
+        for r in results:
+            t.add_row(Path(r["image"]).name, f"{r['width']}x{r['height']}", str(len(r["faces"])),
+                      "\n".join(f"{f['x']},{f['y']},{f['w']},{f['h']} ({f['score']:.2f})" for f in r["faces"]))
+        out.print(t)
+    raise typer.Exit(1 if failed else 0)
+
+
+def draw_boxes(rgb, boxes):
+    """A copy of an (H, W, 3) uint8 image with the boxes (k, >=4) xywh drawn in green."""
+    import cv2
+    import numpy as np
+
+    img = np.ascontiguousarray(rgb.copy())
+    t = max(1, round(min(img.shape[:2]) / 250))
+    for x, y, w, h in np.asarray(boxes)[:, :4].round().astype(int):
+        cv2.rectangle(img, (int(x), int(y)), (int(x + w), int(y + h)), (0, 255, 0), t)
+    return img
+
+
+@app.command()
+def evaluate(
+    images: Path = typer.Option(..., help="Folder holding the annotated images."),
+    annotations: Path = typer.Option(..., help="CSV with columns image,x,y,w,h[,ignore][,split]."),
+    model: Optional[Path] = typer.Option(None, help="Model file (default: the shipped model)."),
+    split: Optional[str] = typer.Option(None, help="Evaluate only rows of this split (e.g. test)."),
+    plot: Optional[Path] = typer.Option(None, help="Write the precision-recall curve to this PNG."),
+    iou: float = typer.Option(0.5, help="IoU for a detection to match a face."),
+):
+    """Detection rate, false positives and average precision on annotated images."""
+    from .evaluate import evaluate_detections, plot_precision_recall, read_annotations
+    from .imageio import ImageError, read_grey
+
+    try:
+        ann = read_annotations(annotations, split=split)
+    except (FileNotFoundError, ValueError) as exc:
+        _usage(str(exc))
+    if not images.is_dir():
+        _usage(f"not a folder: {images}")
+    det = _load_detector(model)
+    dets, failed = {}, 0
+    with _progress() as progress:
+        task = progress.add_task("detecting", total=len(ann), info="")
+        for name in ann:
+            try:
+                dets[name] = det.detect(read_grey(images / name))
+            except (ImageError, ValueError) as exc:
+                err.print(f"[red]failed[/red] {name}: {exc}")
+                failed += 1
+            progress.advance(task)
+    ann = {k: v for k, v in ann.items() if k in dets}
+    if not ann:
+        _usage("no annotated image could be read")
+    res = evaluate_detections(dets, ann, iou_threshold=iou)
+    t = Table(title=f"{annotations.name}{f' ({split})' if split else ''}: {res.n_images} images, "
+                    f"{res.n_truth} faces")
+    for col in ("detection rate", "false positives", "average precision"):
+        t.add_column(col, justify="right")
+    t.add_row(f"{res.detection_rate:.3f}", str(res.false_positives), f"{res.average_precision:.3f}")
+    out.print(t)
+    if plot is not None:
+        plot_precision_recall(res, plot)
+        out.print(f"wrote {plot}")
+    raise typer.Exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    app()

@@ -1,0 +1,170 @@
+"""The face detector: a classifier on preprocessed 19x19 windows, a cascade prefilter, scanning parameters and
+the calibration from windows to face boxes (Osuna, Freund, Girosi 1997, sec. 5).
+
+``Detector.detect(image)`` -> (k, 5) float64 boxes [x, y, w, h, score] in original-image pixels, following the
+dlib annotations' convention (a square from the eyebrows to the chin). Models are saved as one ``.npz``
+archive with a JSON header (format ``facedet-detector``; never pickle; written atomically).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from svmcore import persistence
+from svmcore._validation import check_scalar
+
+from .features import window_features
+from .merge import merge_detections
+from .preprocess import WINDOW
+from .scan import scan
+from .scoring import Prefilter, make_scorer
+
+FORMAT = "facedet-detector"
+
+
+def as_grey(image):
+    """An image array as (H, W) uint8 grey: grey as is, (H, W, 3) RGB by BT.601 luma, (H, W, 4) RGBA ignoring alpha.
+
+    The luma is Pillow's fixed-point ``convert("L")`` (what :func:`facedet.imageio.read_grey` returns), so a
+    colour array and the same file read as grey give identical detections.
+    Raises TypeError for a non-uint8 array and ValueError for another shape or an image smaller than 19x19.
+    """
+    a = np.asarray(image)
+    if a.dtype != np.uint8:
+        raise TypeError(f"image: expected uint8 pixels, got dtype {a.dtype}")
+    if a.ndim == 3 and a.shape[2] in (3, 4):
+        rgb = a[:, :, :3].astype(np.uint32)
+        a = ((rgb[:, :, 0] * 19595 + rgb[:, :, 1] * 38470 + rgb[:, :, 2] * 7471 + 0x8000) >> 16).astype(np.uint8)
+    if a.ndim != 2:
+        raise ValueError(f"image: expected (H, W) grey or (H, W, 3) RGB, got shape {a.shape}")
+    if min(a.shape) < WINDOW:
+        raise ValueError(f"image: {a.shape[1]}x{a.shape[0]} is smaller than the {WINDOW}x{WINDOW} window")
+    return np.ascontiguousarray(a)
+
+
+class Detector:
+    """Face detector.
+
+    classifier: a fitted binary SVC on :func:`facedet.features.window_features` rows (1 = face);
+    prefilter: a :class:`facedet.scoring.Prefilter` cascade, or None to score every window with the SVM;
+    scale_factor (> 1): pyramid step; stride (px, at each level): window step; min_size / max_size: smallest
+    and largest face box side in original pixels (max None: the image); threshold: SVM decision value above
+    which a window is a face; merge_iou: windows overlapping this much (IoU) are merged into one detection;
+    min_neighbors: detections made of fewer windows are dropped; box: (dx, dy, scale) maps a window of side s
+    at (x, y) to the face box of side scale*s centred at (x + s/2 + dx*s, y + s/2 + dy*s).
+    Raises ValueError/TypeError for out-of-range parameters.
+    """
+
+    def __init__(self, classifier, prefilter=None, *, scale_factor=1.2, stride=2, min_size=20, max_size=None,
+                 threshold=0.0, merge_iou=0.3, min_neighbors=2, box=(0.0, 0.0, 1.0)):
+        check_scalar(scale_factor, "scale_factor", lo=1, lo_open=True)
+        check_scalar(stride, "stride", lo=1, integer=True)
+        check_scalar(min_size, "min_size", lo=1)
+        if max_size is not None:
+            check_scalar(max_size, "max_size", lo=min_size)
+        check_scalar(threshold, "threshold")
+        check_scalar(merge_iou, "merge_iou", lo=0, hi=1, lo_open=True)
+        check_scalar(min_neighbors, "min_neighbors", lo=1, integer=True)
+        box = tuple(float(check_scalar(b, "box")) for b in box)
+        if len(box) != 3 or box[2] <= 0:
+            raise ValueError(f"box: expected (dx, dy, scale > 0), got {box}")
+        if not hasattr(classifier, "dual_coef_"):
+            raise ValueError("classifier: expected a fitted SVC")
+        self.classifier = classifier
+        self.prefilter = prefilter
+        self.scale_factor = float(scale_factor)
+        self.stride = int(stride)
+        self.min_size = float(min_size)
+        self.max_size = None if max_size is None else float(max_size)
+        self.threshold = float(threshold)
+        self.merge_iou = float(merge_iou)
+        self.min_neighbors = int(min_neighbors)
+        self.box = box
+        self._scorer = make_scorer(classifier)
+
+    def params(self):
+        """Scanning parameters as a JSON-able dict (the keyword arguments of the constructor)."""
+        return {"scale_factor": self.scale_factor, "stride": self.stride, "min_size": self.min_size,
+                "max_size": self.max_size, "threshold": self.threshold, "merge_iou": self.merge_iou,
+                "min_neighbors": self.min_neighbors, "box": list(self.box)}
+
+    def with_params(self, **params):
+        """A copy with some scanning parameters changed (same classifier and prefilter)."""
+        return Detector(self.classifier, self.prefilter, **{**self.params(), **params})
+
+    def score_windows(self, windows):
+        """SVM decision values of (n, 19, 19) windows: (n,) float64 (no prefilter)."""
+        return self._scorer(window_features(windows))
+
+    def score_features(self, features):
+        """SVM decision values of feature rows (n, 283): (n,) float64."""
+        return self._scorer(features)
+
+    def windows_to_boxes(self, windows):
+        """Map window boxes (k, >=4) [x, y, s, s, ...] to face boxes with the calibration ``box``; extra columns kept."""
+        w = np.asarray(windows, dtype=np.float64)
+        dx, dy, k = self.box
+        out = w.copy()
+        s = w[:, 2]
+        out[:, 0] = w[:, 0] + s * (0.5 + dx - k / 2)
+        out[:, 1] = w[:, 1] + s * (0.5 + dy - k / 2)
+        out[:, 2] = out[:, 3] = k * s
+        return out
+
+    def scan_windows(self, image, return_windows=False):
+        """Every window above ``threshold`` (not merged, not calibrated): (k, 5) [x, y, s, s, score] in original
+        pixels, and with ``return_windows`` the (k, 19, 19) uint8 windows. See :func:`facedet.scan.scan`."""
+        k = self.box[2]
+        return scan(as_grey(image), self._scorer, window_features, self.prefilter,
+                    scale_factor=self.scale_factor, stride=self.stride, min_window=self.min_size / k,
+                    max_window=None if self.max_size is None else self.max_size / k,
+                    threshold=self.threshold, return_windows=return_windows)
+
+    def detect(self, image):
+        """Faces in ``image`` ((H, W) grey or (H, W, 3) RGB uint8): (k, 5) float64 [x, y, w, h, score], best first.
+
+        Windows above the threshold are merged (IoU >= merge_iou), groups of fewer than min_neighbors windows
+        are dropped, and each group's mean window is mapped to a face box. Raises TypeError/ValueError for a
+        bad image.
+        """
+        merged = merge_detections(self.scan_windows(image), self.merge_iou, self.min_neighbors)
+        out = self.windows_to_boxes(merged[:, :5])
+        return out[np.argsort(-out[:, 4], kind="stable")]
+
+    # --- persistence ----------------------------------------------------------------------------
+    def save(self, path):
+        """Write the detector to ``path`` (.npz + JSON header, atomic). Needs an svmcore classifier."""
+        if not hasattr(self.classifier, "_get_state"):
+            raise TypeError(f"cannot save a {type(self.classifier).__name__}; train with svmcore.SVC")
+        params, meta, arrays = self.classifier._get_state()
+        header = {"format": FORMAT, "format_version": persistence.FORMAT_VERSION, "params": self.params(),
+                  "classifier": {"class": type(self.classifier).__name__, "params": params, "meta": meta},
+                  "prefilter": self.prefilter is not None}
+        payload = {f"classifier.{k}": v for k, v in arrays.items()}
+        if self.prefilter is not None:
+            payload["prefilter.weights"] = self.prefilter.weights
+            payload["prefilter.thresholds"] = self.prefilter.thresholds
+        return persistence.write_archive(path, header, payload)
+
+    @classmethod
+    def load(cls, path):
+        """Read a detector written by :meth:`save`. FileNotFoundError if missing; ValueError if corrupt or foreign."""
+        import svmcore.svc  # noqa: F401  (registers SVC with persistence)
+
+        header, arrays = persistence.read_archive(path, FORMAT)
+        try:
+            info = header["classifier"]
+            est_cls = persistence._REGISTRY[info["class"]]
+            clf_arrays = {k.split(".", 1)[1]: v for k, v in arrays.items() if k.startswith("classifier.")}
+            classifier = est_cls._from_state(info["params"], info["meta"], clf_arrays)
+            prefilter = None
+            if header.get("prefilter"):
+                prefilter = Prefilter(arrays["prefilter.weights"], arrays["prefilter.thresholds"])
+            params = dict(header["params"])
+            params["box"] = tuple(params["box"])
+            return cls(classifier, prefilter, **params)
+        except (KeyError, TypeError, ValueError, IndexError) as exc:
+            raise ValueError(f"{path}: invalid facedet detector ({type(exc).__name__}: {exc})") from exc
+
+    def __repr__(self):
+        p = ", ".join(f"{k}={v!r}" for k, v in self.params().items())
+        return f"Detector({type(self.classifier).__name__}, prefilter={self.prefilter is not None}, {p})"

@@ -1,0 +1,165 @@
+"""Patch databases: 19x19 face and non-face windows for training.
+
+Sources:
+- folders of image files (PNG, PGM, JPEG, ...; any size, resized to 19x19 with ``cv2.INTER_AREA``): a
+  folder with ``face/`` and ``non-face/`` subfolders (the CBCL PNG tar extracted: pass
+  ``.../cbcl_face_db1`` with ``split="train"``), or two folders given separately;
+- ``.npz`` arrays: ``X_<split>`` (n, 19, 19) uint8 and ``y_<split>`` (1 = face), as the CBCL npz, or plain
+  ``X`` and ``y``.
+
+Augmentation (mirror, small shifts) and random non-face windows cut from face-free images.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+from .imageio import ImageError, read_grey
+from .preprocess import WINDOW
+
+IMAGE_SUFFIXES = {".png", ".pgm", ".ppm", ".pbm", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".gif", ".webp"}
+_NONFACE_NAMES = ("non-face", "nonface", "non-faces", "nonfaces", "non_face")
+
+
+def to_window(grey):
+    """Resize a grey (h, w) uint8 image to a 19x19 uint8 window (INTER_AREA when shrinking)."""
+    grey = np.asarray(grey)
+    if grey.shape == (WINDOW, WINDOW):
+        return grey.astype(np.uint8, copy=False)
+    shrink = grey.shape[0] >= WINDOW and grey.shape[1] >= WINDOW
+    return cv2.resize(grey, (WINDOW, WINDOW), interpolation=cv2.INTER_AREA if shrink else cv2.INTER_LINEAR)
+
+
+def image_files(folder):
+    """Image files directly in ``folder``, sorted by name; ValueError if it is not a folder."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise ValueError(f"not a folder: {folder}")
+    return sorted(p for p in folder.iterdir() if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES)
+
+
+def load_folder(folder, errors=None):
+    """All images in ``folder`` as (n, 19, 19) uint8 windows.
+
+    Unreadable files raise :class:`facedet.imageio.ImageError`, unless ``errors`` is a list: then
+    ``(path, message)`` is appended to it and the file is skipped. ValueError if no image was loaded.
+    """
+    out = []
+    for path in image_files(folder):
+        try:
+            out.append(to_window(read_grey(path)))
+        except ImageError as exc:
+            if errors is None:
+                raise
+            errors.append((path, str(exc)))
+    if not out:
+        raise ValueError(f"{folder}: no readable images ({', '.join(sorted(IMAGE_SUFFIXES))})")
+    return np.stack(out)
+
+
+def find_class_folders(root, split="train"):
+    """(face_dir, nonface_dir) under ``root``, ``root/split`` or ``root/cbcl_face_db1/split``; ValueError if none."""
+    root = Path(root)
+    for base in (root, root / split, root / "cbcl_face_db1" / split):
+        face = base / "face" if (base / "face").is_dir() else base / "faces"
+        nonface = next((base / n for n in _NONFACE_NAMES if (base / n).is_dir()), None)
+        if face.is_dir() and nonface is not None:
+            return face, nonface
+    raise ValueError(f"{root}: no face/ and non-face/ folders (also looked in {split}/)")
+
+
+def load_npz(path, split="train"):
+    """Windows and labels from an .npz: (X (n, 19, 19) uint8, y (n,) int64 with 1 = face).
+
+    Reads ``X_<split>``/``y_<split>`` (the CBCL npz) or ``X``/``y``; images of another size are resized.
+    Raises ValueError for a missing file, missing keys, wrong shapes or labels other than 0/1.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"not a file: {path}")
+    try:
+        with np.load(path, allow_pickle=False) as d:
+            keys = (f"X_{split}", f"y_{split}") if f"X_{split}" in d.files else ("X", "y")
+            if not all(k in d.files for k in keys):
+                raise ValueError(f"{path}: expected arrays X_{split}/y_{split} or X/y, found {d.files}")
+            X, y = d[keys[0]], d[keys[1]]
+    except (OSError, EOFError) as exc:
+        raise ValueError(f"{path}: not a readable .npz file ({exc})") from exc
+    if X.ndim == 2 and X.shape[1] == WINDOW * WINDOW:
+        X = X.reshape(-1, WINDOW, WINDOW)
+    if X.ndim != 3 or len(X) != len(y):
+        raise ValueError(f"{path}: expected X (n, h, w) and y (n,), got {X.shape} and {y.shape}")
+    if not np.isin(y, (0, 1)).all():
+        raise ValueError(f"{path}: labels must be 0 (non-face) or 1 (face)")
+    if X.dtype != np.uint8:
+        scale = 255.0 if X.max(initial=0) <= 1.0 else 1.0
+        X = np.clip(np.rint(X * scale), 0, 255).astype(np.uint8)
+    if X.shape[1:] != (WINDOW, WINDOW):
+        X = np.stack([to_window(x) for x in X])
+    return np.ascontiguousarray(X), y.astype(np.int64)
+
+
+def load_patches(faces=None, nonfaces=None, *, data=None, split="train", errors=None):
+    """Training windows and labels from two folders, a folder holding both, or an .npz (``data``).
+
+    Returns (X (n, 19, 19) uint8, y (n,) int64, 1 = face), faces first. Raises ValueError for a bad source.
+    """
+    if data is not None:
+        data = Path(data)
+        if data.is_dir():
+            faces, nonfaces = find_class_folders(data, split)
+        else:
+            return load_npz(data, split)
+    if faces is None or nonfaces is None:
+        raise ValueError("give both a face folder and a non-face folder, or an .npz file")
+    F, N = load_folder(faces, errors), load_folder(nonfaces, errors)
+    return np.concatenate([F, N]), np.r_[np.ones(len(F), np.int64), np.zeros(len(N), np.int64)]
+
+
+def shift(windows, dy, dx):
+    """Windows (n, 19, 19) shifted by (dy, dx) pixels, edges replicated."""
+    p = max(abs(dy), abs(dx))
+    padded = np.pad(windows, ((0, 0), (p, p), (p, p)), mode="edge")
+    return padded[:, p - dy:p - dy + WINDOW, p - dx:p - dx + WINDOW]
+
+
+def warp(windows, angle=0.0, scale=1.0):
+    """Windows (n, 19, 19) rotated by ``angle`` degrees and zoomed by ``scale`` about the centre, edges replicated."""
+    c = (WINDOW - 1) / 2
+    M = cv2.getRotationMatrix2D((c, c), angle, scale)
+    return np.stack([cv2.warpAffine(w, M, (WINDOW, WINDOW), flags=cv2.INTER_LINEAR,
+                                    borderMode=cv2.BORDER_REPLICATE) for w in windows])
+
+
+def augment(windows, mirror=True, shifts=1, angles=(), scales=()):
+    """Windows plus mirror images, shifts by up to ``shifts`` pixels (4-neighbourhood steps), rotations by
+    each of ``angles`` (degrees) and zooms by each of ``scales``.
+
+    Returns (n * m, 19, 19) uint8, the originals first; m = (2 if mirror) * (1 + 4 * shifts + len(angles)
+    + len(scales)).
+    """
+    base = [windows, windows[:, :, ::-1]] if mirror else [windows]
+    out = list(base)
+    for k in range(1, shifts + 1):
+        for dy, dx in ((k, 0), (-k, 0), (0, k), (0, -k)):
+            out += [shift(b, dy, dx) for b in base]
+    out += [warp(b, angle=a) for a in angles for b in base]
+    out += [warp(b, scale=z) for z in scales for b in base]
+    return np.ascontiguousarray(np.concatenate(out))
+
+
+def sample_windows(grey, n, rng, min_window=WINDOW):
+    """``n`` random square windows of a face-free grey image, each resized to 19x19: (n, 19, 19) uint8.
+
+    Sizes are drawn log-uniformly between ``min_window`` and the image's shorter side.
+    """
+    H, W = grey.shape
+    top = min(H, W)
+    if top < min_window:
+        return np.empty((0, WINDOW, WINDOW), np.uint8)
+    sizes = np.exp(rng.uniform(np.log(min_window), np.log(top), n)).astype(int)
+    ys = (rng.random(n) * (H - sizes + 1)).astype(int)
+    xs = (rng.random(n) * (W - sizes + 1)).astype(int)
+    return np.stack([to_window(grey[y:y + s, x:x + s]) for y, x, s in zip(ys, xs, sizes)])

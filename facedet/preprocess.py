@@ -1,0 +1,171 @@
+"""Window preprocessing of Sung and Poggio (1994), as used by Osuna, Freund and Girosi (1997), sec. 5.
+
+Every 19x19 window, whether a training patch or a window cut from a scanned image, goes through the same
+batched functions over ``(n, 19, 19)`` arrays:
+
+(a) masking: a fixed binary mask drops the pixels near the window corners, keeping 283 pixels;
+(b) illumination-gradient correction: the best-fit brightness plane ``a*x + b*y + c`` (least squares over
+    the unmasked pixels) is subtracted. The 3x283 pseudo-inverse of the design matrix is computed once, so
+    the planes of a whole batch are one matrix product;
+(c) histogram equalization over the unmasked pixels: the residuals are rounded to whole grey levels and
+    each pixel is replaced by its rank (pixels of one level share their mid-rank) among the window's
+    pixels, scaled to [-1, 1]: the window's empirical CDF, by a counting sort (numba, parallel over windows).
+"""
+from __future__ import annotations
+
+import numba as nb
+import numpy as np
+
+WINDOW = 19
+
+# Pixels dropped from each side of each row: rounded top corners (forehead), more at the bottom (chin).
+_CUT_TOP = (5, 3, 2, 1, 1)
+_CUT_BOTTOM = (1, 2, 3, 4, 5, 6, 6)
+
+
+def _make_mask():
+    mask = np.ones((WINDOW, WINDOW), dtype=bool)
+    for r, c in enumerate(_CUT_TOP):
+        mask[r, :c] = mask[r, WINDOW - c:] = False
+    for r, c in zip(range(WINDOW - len(_CUT_BOTTOM), WINDOW), _CUT_BOTTOM):
+        mask[r, :c] = mask[r, WINDOW - c:] = False
+    return mask
+
+
+MASK = _make_mask()
+"""(19, 19) bool, True for the 283 pixels kept."""
+MASK.flags.writeable = False
+N_MASKED = int(MASK.sum())
+assert N_MASKED == 283
+
+
+def plane_design(mask):
+    """Design matrix (p, 3) of the brightness plane ``[x, y, 1]`` over the pixels where ``mask`` is True.
+
+    Coordinates are centred on the window so the columns are nearly orthogonal.
+    """
+    yy, xx = np.nonzero(mask)
+    c = (mask.shape[0] - 1) / 2
+    return np.column_stack([xx - c, yy - c, np.ones(len(xx))]).astype(np.float64)
+
+
+_D_MASKED = plane_design(MASK)
+_D_FULL = plane_design(np.ones((WINDOW, WINDOW), dtype=bool))
+# (3, p) least-squares operators: coefficients = pixels @ PINV.T (computed once).
+_PINV_MASKED = np.linalg.pinv(_D_MASKED)
+_PINV_FULL = np.linalg.pinv(_D_FULL)
+
+
+def check_windows(windows, name="windows", dtype=np.float64):
+    """Return ``windows`` as an (n, 19, 19) array (float64, or kept as is with ``dtype=None``);
+    TypeError/ValueError for anything else (wrong dtype or shape, NaN, infinity)."""
+    w = np.asarray(windows)
+    if w.dtype == object or not (np.issubdtype(w.dtype, np.number) or w.dtype == bool):
+        raise TypeError(f"{name}: expected numbers, got dtype {w.dtype}")
+    if w.ndim == 2 and w.shape == (WINDOW, WINDOW):
+        w = w[None]
+    if w.ndim != 3 or w.shape[1:] != (WINDOW, WINDOW):
+        raise ValueError(f"{name}: expected shape (n, {WINDOW}, {WINDOW}), got {w.shape}")
+    if dtype is not None:
+        w = np.asarray(w, dtype=dtype)
+    if w.dtype.kind == "f" and not np.isfinite(w).all():
+        raise ValueError(f"{name}: contains NaN or infinity")
+    return w
+
+
+def apply_mask(windows, mask=True):
+    """Pixels of each window as rows: (n, 283) if ``mask`` else (n, 361), float64 (same values)."""
+    w = check_windows(windows, dtype=None)  # gather first, convert the 283 kept pixels only
+    x = w[:, MASK] if mask else w.reshape(len(w), WINDOW * WINDOW)
+    return x.astype(np.float64)
+
+
+def subtract_plane(pixels, mask=True):
+    """Subtract each row's least-squares brightness plane; ``pixels`` (n, 283) (or (n, 361) if not ``mask``).
+
+    One matrix product for the whole batch: residual = X - (X P') D', with P the pseudo-inverse of the
+    design matrix D (Sung and Poggio 1994, "illumination gradient correction").
+    """
+    D, P = (_D_MASKED, _PINV_MASKED) if mask else (_D_FULL, _PINV_FULL)
+    return pixels - (pixels @ P.T) @ D.T
+
+
+@nb.njit(cache=True, parallel=True)
+def _equalize(x, out):
+    n, p = x.shape
+    scale = 2.0 / (p - 1) if p > 1 else 0.0
+    for i in nb.prange(n):
+        order = np.argsort(x[i])
+        j = 0
+        while j < p:
+            k = j
+            v = x[i, order[j]]
+            while k + 1 < p and x[i, order[k + 1]] == v:
+                k += 1
+            r = 0.5 * (j + k) * scale - 1.0  # mid-rank of the tie group, in [-1, 1]
+            for t in range(j, k + 1):
+                out[i, order[t]] = r
+            j = k + 1
+
+
+@nb.njit(cache=True, parallel=True)
+def _equalize_levels(q, out):
+    # counting sort over integer levels: O(p + range) per window instead of a comparison sort
+    n, p = q.shape
+    scale = 2.0 / (p - 1) if p > 1 else 0.0
+    for i in nb.prange(n):
+        lo = q[i, 0]
+        hi = q[i, 0]
+        for j in range(p):
+            lo = min(lo, q[i, j])
+            hi = max(hi, q[i, j])
+        count = np.zeros(hi - lo + 1, np.int64)
+        for j in range(p):
+            count[q[i, j] - lo] += 1
+        value = np.empty(hi - lo + 1)
+        start = 0
+        for b in range(hi - lo + 1):
+            value[b] = (start + 0.5 * (count[b] - 1)) * scale - 1.0  # mid-rank of the level's pixels
+            start += count[b]
+        for j in range(p):
+            out[i, j] = value[q[i, j] - lo]
+
+
+def equalize(pixels):
+    """Histogram equalization of each row (n, p) -> (n, p) float64 in [-1, 1] (rank/(p-1)*2-1, mid-ranks for ties).
+
+    Integer-valued rows (grey levels) use a counting sort; other values a comparison sort.
+    """
+    x = np.asarray(pixels)
+    out = np.empty(x.shape, dtype=np.float64)
+    if x.size == 0:
+        return out
+    if np.issubdtype(x.dtype, np.integer):
+        _equalize_levels(np.ascontiguousarray(x, dtype=np.int64), out)
+    else:
+        _equalize(np.ascontiguousarray(x, dtype=np.float64), out)
+    return out
+
+
+def preprocess(windows, *, mask=True, plane=True, equalize_hist=True):
+    """Preprocess a batch of 19x19 windows into feature rows.
+
+    windows: (n, 19, 19) (or one (19, 19)) array of grey levels, any real dtype (uint8 0..255 typical).
+    Returns (n, 283) float64 (or (n, 361) with ``mask=False``). The three flags switch steps off for
+    ablation; with every step on, the output is in [-1, 1] and invariant to affine brightness changes.
+    Without equalization the output is in grey levels / 255.
+    Raises TypeError/ValueError for a wrong dtype or shape, or non-finite values.
+    """
+    x = apply_mask(windows, mask)
+    if plane:
+        x = subtract_plane(x, mask)
+    if equalize_hist:
+        # the histogram is over grey levels (Sung and Poggio): residuals rounded to whole levels, which
+        # also makes residuals equal up to float noise tie (a flat window maps to all zeros)
+        return equalize(np.rint(x).astype(np.int64))
+    return x / 255.0
+
+
+def n_features(mask=True):
+    """Length of a preprocessed window: 283 with the mask, 361 without."""
+    return N_MASKED if mask else WINDOW * WINDOW

@@ -1,0 +1,121 @@
+"""Multi-scale scanning: image pyramid, dense first-stage filter, batched SVM scoring of the survivors.
+
+The image is shrunk by ``scale_factor`` repeatedly (Osuna et al. 1997, sec. 5: "rescaled several times");
+at each level every 19x19 window on a ``stride`` grid is a candidate. The linear :class:`Prefilter` is
+evaluated at every position at once: one correlation (``cv2.matchTemplate``) divided by the window's
+plane-residual norm, which comes from four integral images. The windows it passes are cut out together,
+preprocessed as one batch and scored as one batch. No Python code runs per window.
+"""
+from __future__ import annotations
+
+import cv2
+import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
+
+from .features import MIN_CONTRAST, SUM_R2
+from .preprocess import WINDOW
+
+_N = WINDOW * WINDOW
+_C = (WINDOW - 1) / 2
+
+
+def pyramid_scales(height, width, scale_factor=1.2, min_window=WINDOW, max_window=None):
+    """Scales s (window side in original pixels = 19 s) from ``min_window`` up by ``scale_factor``.
+
+    Stops when the window no longer fits the image or exceeds ``max_window`` pixels. Returns a list of floats.
+    """
+    if scale_factor <= 1:
+        raise ValueError(f"scale_factor: must be > 1, got {scale_factor!r}")
+    limit = min(height, width) if max_window is None else min(height, width, max_window)
+    scales = []
+    s = max(min_window, 1) / WINDOW
+    while WINDOW * s <= limit + 1e-9:
+        scales.append(s)
+        s *= scale_factor
+    return scales
+
+
+def _window_sums(ii):
+    """Sums over every 19x19 window from an integral image (H+1, W+1) -> (H-18, W-18)."""
+    return ii[WINDOW:, WINDOW:] - ii[:-WINDOW, WINDOW:] - ii[WINDOW:, :-WINDOW] + ii[:-WINDOW, :-WINDOW]
+
+
+def prefilter_map(level, prefilter):
+    """Stage-0 scores w'z and plane-residual norms at every window position of a grey level image (h, w).
+
+    Returns (score, norm), both (h-18, w-18) float64; score equals ``prefilter.scores(windows)[:, 0]`` of the
+    windows there. Flat windows (residual RMS below MIN_CONTRAST grey levels) get score -inf.
+    """
+    L = np.ascontiguousarray(level, dtype=np.float32)
+    h, w = L.shape
+    corr = cv2.matchTemplate(L, prefilter.weights[0].astype(np.float32), cv2.TM_CCORR).astype(np.float64)
+    Ld = L.astype(np.float64)
+    s1, s2 = cv2.integral2(Ld, sdepth=cv2.CV_64F, sqdepth=cv2.CV_64F)
+    sx = cv2.integral(Ld * np.arange(w)[None, :], sdepth=cv2.CV_64F)
+    sy = cv2.integral(Ld * np.arange(h)[:, None], sdepth=cv2.CV_64F)
+    S1, S2, SX, SY = (_window_sums(a) for a in (s1, s2, sx, sy))
+    x0 = np.arange(w - WINDOW + 1)[None, :] + _C
+    y0 = np.arange(h - WINDOW + 1)[:, None] + _C
+    mx = SX - x0 * S1  # sum of (x - centre) * pixel over the window
+    my = SY - y0 * S1
+    norm2 = S2 - S1 * S1 / _N - (mx * mx + my * my) / SUM_R2
+    flat = norm2 < MIN_CONTRAST ** 2 * _N
+    norm = np.sqrt(np.maximum(norm2, 1e-12))
+    out = np.full(corr.shape, -np.inf)
+    np.divide(corr, norm, out=out, where=~flat)
+    return out, norm
+
+
+def cut_windows(level, ys, xs):
+    """The 19x19 windows with top-left corners (ys, xs) of a level: (n, 19, 19), same dtype."""
+    return sliding_window_view(level, (WINDOW, WINDOW))[ys, xs]
+
+
+def scan(grey, scorer, features, prefilter=None, *, scale_factor=1.2, stride=1, min_window=WINDOW,
+         max_window=None, threshold=0.0, return_windows=False):
+    """Every window scoring above ``threshold``, as boxes in original pixels.
+
+    grey: (H, W) uint8 image. scorer: feature rows (n, p) -> scores (n,). features: windows
+    (n, 19, 19) -> rows (n, p). prefilter: a :class:`facedet.scoring.Prefilter` cascade or None (score every window).
+    Returns boxes (k, 5) float64 [x, y, w, h, score] of the 19 s x 19 s windows (not yet calibrated to face
+    boxes nor merged); with ``return_windows``, also the (k, 19, 19) uint8 windows as scored (for bootstrapping).
+    """
+    grey = np.asarray(grey)
+    if grey.ndim != 2 or grey.dtype != np.uint8:
+        raise ValueError(f"scan: expected a 2-D uint8 grey image, got {grey.dtype} {grey.shape}")
+    if stride < 1:
+        raise ValueError(f"stride: must be >= 1, got {stride!r}")
+    H, W = grey.shape
+    boxes, windows = [], []
+    for s in pyramid_scales(H, W, scale_factor, min_window, max_window):
+        size = (max(WINDOW, int(round(W / s))), max(WINDOW, int(round(H / s))))
+        level = grey if size == (W, H) else cv2.resize(grey, size, interpolation=cv2.INTER_AREA)
+        sx, sy = W / size[0], H / size[1]
+        if prefilter is not None:
+            score0, norm = (m[::stride, ::stride] for m in prefilter_map(level, prefilter))
+            ys, xs = np.nonzero(score0 > prefilter.threshold)
+            norm = norm[ys, xs]
+            ys, xs = ys * stride, xs * stride
+            win = cut_windows(level, ys, xs)
+            # later stages: w_k is orthogonal to the plane, so w_k'z = w_k'x / norm on the raw window
+            Wk = prefilter.weights[1:].reshape(len(prefilter.weights) - 1, _N).astype(np.float32)
+            rest = (win.reshape(len(win), _N).astype(np.float32) @ Wk.T) / norm[:, None]
+            ok = np.all(rest > prefilter.thresholds[1:], axis=1)
+            ys, xs, win = ys[ok], xs[ok], win[ok]
+        else:
+            ys, xs = np.mgrid[0:size[1] - WINDOW + 1:stride, 0:size[0] - WINDOW + 1:stride].reshape(2, -1)
+            win = cut_windows(level, ys, xs)
+        if len(ys) == 0:
+            continue
+        score = scorer(features(win))
+        keep = score > threshold
+        if not keep.any():
+            continue
+        boxes.append(np.column_stack([xs[keep] * sx, ys[keep] * sy, np.full(keep.sum(), WINDOW * sx),
+                                      np.full(keep.sum(), WINDOW * sy), score[keep]]))
+        if return_windows:
+            windows.append(win[keep])
+    out = np.concatenate(boxes) if boxes else np.empty((0, 5))
+    if return_windows:
+        return out, (np.concatenate(windows) if windows else np.empty((0, WINDOW, WINDOW), np.uint8))
+    return out

@@ -1,0 +1,129 @@
+"""The facedet command: detect (table, JSON, annotated images, bad files), train, bootstrap, evaluate, exit codes."""
+import json
+import shutil
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from facedet.cli import app
+from facedet.imageio import read_rgb
+
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def astro(data_dir):
+    return data_dir / "misc_faces_skimage" / "astronaut.png"
+
+
+@pytest.fixture(scope="module")
+def small_npz(data_dir, tmp_path_factory):
+    d = np.load(data_dir / "cbcl_face_db1" / "cbcl_face_db1_19x19_uint8.npz")
+    idx = np.r_[0:300, 2429:2829]
+    path = tmp_path_factory.mktemp("patches") / "small.npz"
+    np.savez(path, X=d["X_train"][idx], y=d["y_train"][idx])
+    return path
+
+
+@pytest.fixture(scope="module")
+def small_model(small_npz, tmp_path_factory):
+    out = tmp_path_factory.mktemp("model") / "small.npz"
+    r = runner.invoke(app, ["train", "--data", str(small_npz), "--out", str(out), "--C", "5"])
+    assert r.exit_code == 0, r.output
+    return out
+
+
+def test_detect_json_default_model(astro):
+    r = runner.invoke(app, ["detect", str(astro), "--json"])
+    assert r.exit_code == 0, r.output
+    res = json.loads(r.stdout)
+    assert res[0]["image"] == str(astro) and (res[0]["width"], res[0]["height"]) == (512, 512)
+    assert len(res[0]["faces"]) == 1
+    f = res[0]["faces"][0]
+    assert set(f) == {"x", "y", "w", "h", "score"} and isinstance(f["x"], int) and isinstance(f["score"], float)
+
+
+def test_detect_bad_files_reported_rest_processed(astro, tmp_path):
+    junk = tmp_path / "junk.jpg"
+    junk.write_bytes(b"this is not an image")
+    truncated = tmp_path / "cut.png"
+    truncated.write_bytes(astro.read_bytes()[:5000])
+    r = runner.invoke(app, ["detect", str(junk), str(astro), str(truncated), str(tmp_path / "missing.png"), "--json"])
+    assert r.exit_code == 1
+    res = json.loads(r.stdout)
+    assert [x["image"] for x in res] == [str(astro)]
+    assert "junk.jpg" in r.stderr and "cut.png" in r.stderr and "missing.png" in r.stderr
+
+
+def test_detect_table_and_annotated_output(astro, tmp_path):
+    r = runner.invoke(app, ["detect", str(astro), "--out", str(tmp_path / "out")])
+    assert r.exit_code == 0, r.output
+    assert "astronaut.png" in r.stdout and "512x512" in r.stdout
+    img = read_rgb(tmp_path / "out" / "astronaut.faces.png")
+    assert img.shape == (512, 512, 3) and not np.array_equal(img, read_rgb(astro))
+    r = runner.invoke(app, ["detect", str(astro), "--out", str(tmp_path / "one.jpg"), "--threshold", "1e9"])
+    assert r.exit_code == 0 and (tmp_path / "one.jpg").is_file()
+
+
+def test_usage_errors(astro, tmp_path, small_npz):
+    assert runner.invoke(app, ["detect", str(astro), "--model", str(tmp_path / "none.npz")]).exit_code == 2
+    assert runner.invoke(app, ["detect", str(astro), "--bogus"]).exit_code == 2
+    assert runner.invoke(app, ["detect"]).exit_code == 2
+    r = runner.invoke(app, ["train", "--data", str(small_npz), "--faces", str(tmp_path), "--out", "x.npz"])
+    assert r.exit_code == 2
+    assert runner.invoke(app, ["train", "--out", str(tmp_path / "x.npz")]).exit_code == 2
+    assert runner.invoke(app, ["train", "--data", str(small_npz), "--out", str(tmp_path / "x.npz"),
+                               "--gamma", "big"]).exit_code == 2
+
+
+@pytest.mark.parametrize("command", ["train", "bootstrap", "detect", "evaluate"])
+def test_help_explains_every_option(command):
+    r = runner.invoke(app, [command, "--help"])
+    assert r.exit_code == 0
+    assert "--out" in r.stdout or command == "evaluate"
+
+
+def test_train_and_bootstrap(small_model, small_npz, data_dir, tmp_path, astro):
+    from facedet import Detector
+    det = Detector.load(small_model)
+    assert det.classifier.kernel == "poly" and det.classifier.C == 5
+    negs = tmp_path / "negs"
+    negs.mkdir()
+    for name in ("skimage/coffee.png", "dlib/dog.jpg"):
+        shutil.copy(data_dir / "nonface_scenes" / name, negs)
+    (negs / "broken.jpg").write_bytes(b"\xff\xd8\xff garbage")
+    out = tmp_path / "boot.npz"
+    r = runner.invoke(app, ["bootstrap", "--model", str(small_model), "--negatives", str(negs), "--rounds", "1",
+                            "--out", str(out)])
+    assert r.exit_code == 1, r.output  # the broken file is reported, the rest is processed
+    assert "broken.jpg" in r.stderr and out.is_file()
+    assert "FP windows" in r.stdout
+    r = runner.invoke(app, ["detect", str(astro), "--model", str(out), "--json"])
+    assert r.exit_code == 0
+
+
+def test_evaluate_prints_figures_and_plots(data_dir, tmp_path):
+    scenes = data_dir / "scenes_annotated_dlib_voc"
+    png = tmp_path / "pr.png"
+    r = runner.invoke(app, ["evaluate", "--images", str(scenes / "images"), "--annotations",
+                            str(scenes / "boxes.csv"), "--split", "test", "--plot", str(png)])
+    assert r.exit_code == 0, r.output
+    assert "detection rate" in r.stdout and "average precision" in r.stdout and "25 faces" in r.stdout
+    assert png.stat().st_size > 1000
+
+
+def test_detect_handles_image_kinds_and_rejects_bomb(astro, tmp_path):
+    from PIL import Image
+    rgb = read_rgb(astro)
+    grey = Image.fromarray(rgb).convert("L")
+    grey.save(tmp_path / "grey.png")
+    Image.fromarray((np.asarray(grey).astype(np.uint16) * 257)).save(tmp_path / "sixteen.png")
+    Image.fromarray(np.dstack([rgb, np.full(rgb.shape[:2], 255, np.uint8)])).save(tmp_path / "alpha.png")
+    Image.new("1", (9000, 9000)).save(tmp_path / "bomb.png")  # 81 MP, a few KB on disk
+    files = [tmp_path / n for n in ("grey.png", "sixteen.png", "alpha.png", "bomb.png")]
+    r = runner.invoke(app, ["detect", *map(str, files), "--json"])
+    assert r.exit_code == 1 and "bomb.png" in r.stderr
+    res = json.loads(r.stdout)
+    assert [x["image"] for x in res] == list(map(str, files[:3]))
+    assert all(len(x["faces"]) == 1 for x in res)

@@ -1,0 +1,100 @@
+"""Patch databases on the real CBCL files (npz and the PNG tar), augmentation, negative sampling."""
+import tarfile
+
+import numpy as np
+import pytest
+
+from facedet.imageio import ImageError, read_grey
+from facedet.patches import augment, find_class_folders, load_folder, load_npz, load_patches, sample_windows, shift, \
+    to_window
+
+
+@pytest.fixture(scope="module")
+def cbcl_npz(data_dir):
+    return data_dir / "cbcl_face_db1" / "cbcl_face_db1_19x19_uint8.npz"
+
+
+@pytest.fixture(scope="module")
+def extracted(data_dir, tmp_path_factory):
+    """The first 40 faces and 40 non-faces of the CBCL train split, extracted from the PNG tar."""
+    root = tmp_path_factory.mktemp("cbcl")
+    counts = {"face": 0, "non-face": 0}
+    with tarfile.open(data_dir / "cbcl_face_db1" / "cbcl_face_db1_png.tar.gz") as tar:
+        for m in tar:
+            parts = m.name.split("/")
+            if m.isfile() and len(parts) == 4 and parts[1] == "train" and counts.get(parts[2], 99) < 40:
+                counts[parts[2]] += 1
+                tar.extract(m, root, filter="data")
+            if min(counts.values()) >= 40:
+                break
+    return root
+
+
+def test_npz_loads_directly(cbcl_npz):
+    X, y = load_npz(cbcl_npz, "train")
+    assert X.shape == (6977, 19, 19) and X.dtype == np.uint8
+    assert y.sum() == 2429 and (y == 0).sum() == 4548
+    Xt, yt = load_npz(cbcl_npz, "test")
+    assert len(Xt) == 24044 and yt.sum() == 472
+
+
+def test_extracted_tar_loads_and_matches_npz(extracted, cbcl_npz):
+    face_dir, nonface_dir = find_class_folders(extracted, "train")
+    assert face_dir.name == "face" and nonface_dir.name == "non-face"
+    X, y = load_patches(data=extracted, split="train")
+    assert X.shape == (80, 19, 19) and y.sum() == 40
+    d = np.load(cbcl_npz)
+    names = list(d["names_train"])
+    for path in sorted(face_dir.iterdir())[:5]:
+        i = names.index(f"train/face/{path.stem}")
+        np.testing.assert_array_equal(read_grey(path), d["X_train"][i])
+
+
+def test_folders_of_any_size_are_resized(tmp_path, data_dir):
+    from facedet.imageio import write_image
+    faces, nonfaces = tmp_path / "f", tmp_path / "n"
+    faces.mkdir(), nonfaces.mkdir()
+    astro = read_grey(data_dir / "misc_faces_skimage" / "astronaut.png")
+    write_image(faces / "a.png", astro[90:180, 180:270])
+    write_image(faces / "b.jpg", astro[80:190, 170:280])
+    write_image(nonfaces / "c.png", astro[300:500, 0:150])
+    (nonfaces / "broken.png").write_bytes(b"\x89PNG\r\n\x1a\n not really")
+    errors = []
+    X, y = load_patches(faces, nonfaces, errors=errors)
+    assert X.shape == (3, 19, 19) and list(y) == [1, 1, 0]
+    assert len(errors) == 1 and errors[0][0].name == "broken.png"
+    with pytest.raises(ImageError):
+        load_folder(nonfaces)
+
+
+def test_npz_errors(tmp_path):
+    bad = tmp_path / "bad.npz"
+    np.savez(bad, X=np.zeros((3, 19, 19), np.uint8), y=np.array([0, 1, 2]))
+    with pytest.raises(ValueError, match="labels"):
+        load_npz(bad)
+    with pytest.raises(ValueError, match="not a file"):
+        load_npz(tmp_path / "missing.npz")
+    (tmp_path / "junk.npz").write_bytes(b"junk")
+    with pytest.raises(ValueError):
+        load_npz(tmp_path / "junk.npz")
+
+
+def test_augment_mirror_and_shifts(cbcl_npz):
+    X, y = load_npz(cbcl_npz)
+    faces = X[:10]
+    A = augment(faces, mirror=True, shifts=1)
+    assert A.shape == (10 * 2 * 5, 19, 19)
+    np.testing.assert_array_equal(A[:10], faces)
+    np.testing.assert_array_equal(A[10:20], faces[:, :, ::-1])
+    s = shift(faces, 1, 0)
+    np.testing.assert_array_equal(s[:, 1:], faces[:, :-1])
+    np.testing.assert_array_equal(s[:, 0], faces[:, 0])  # edge replicated
+    W = augment(faces, mirror=False, shifts=0, angles=(10,), scales=(1.1,))
+    assert W.shape == (30, 19, 19) and not np.array_equal(W[10:20], faces)
+
+
+def test_sample_windows_from_face_free_image(data_dir):
+    g = read_grey(data_dir / "nonface_scenes" / "skimage" / "coffee.png")
+    w = sample_windows(g, 50, np.random.default_rng(0))
+    assert w.shape == (50, 19, 19) and w.dtype == np.uint8 and w.std() > 0
+    assert to_window(g).shape == (19, 19)

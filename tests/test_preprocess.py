@@ -1,0 +1,79 @@
+"""Preprocessing (Sung and Poggio mask, brightness plane, histogram equalization) on real CBCL patches."""
+import numpy as np
+import pytest
+from scipy.stats import rankdata
+
+from facedet.preprocess import MASK, N_MASKED, apply_mask, equalize, preprocess, subtract_plane
+
+
+@pytest.fixture(scope="module")
+def patches(data_dir):
+    d = np.load(data_dir / "cbcl_face_db1" / "cbcl_face_db1_19x19_uint8.npz")
+    idx = np.r_[0:200, 3000:3200]  # faces and non-faces
+    return d["X_train"][idx]
+
+
+def test_mask_keeps_283_pixels_left_right_symmetric():
+    assert MASK.shape == (19, 19) and MASK.sum() == N_MASKED == 283
+    assert (MASK == MASK[:, ::-1]).all()
+    assert not MASK[0, 0] and not MASK[18, 0] and MASK[9].all()
+
+
+def test_plane_matches_lstsq_per_window(patches):
+    x = apply_mask(patches) / 255.0
+    res = subtract_plane(x)
+    yy, xx = np.nonzero(MASK)
+    D = np.column_stack([xx, yy, np.ones_like(xx)]).astype(float)
+    for i in (0, 57, 250, 399):
+        coef, *_ = np.linalg.lstsq(D, x[i], rcond=None)
+        np.testing.assert_allclose(res[i], x[i] - D @ coef, atol=1e-12)
+    # the residual is orthogonal to the plane basis
+    np.testing.assert_allclose(res @ D, 0, atol=1e-9)
+
+
+def test_plane_removes_added_gradient(patches):
+    yy, xx = np.mgrid[0:19, 0:19]
+    lit = np.clip(patches.astype(float) * 0.5 + 3.0 * xx - 2.0 * yy + 40, 0, 255)
+    a = preprocess(patches.astype(float) * 0.5, equalize_hist=False)
+    b = preprocess(lit, equalize_hist=False)
+    np.testing.assert_allclose(a, b, atol=1e-9)
+
+
+def test_equalize_is_midrank_reference(patches):
+    x = subtract_plane(apply_mask(patches) / 255.0)
+    x[:, :10] = x[:, :1]  # force ties
+    ref = (rankdata(x, axis=1, method="average") - 1) * 2 / (x.shape[1] - 1) - 1
+    np.testing.assert_allclose(equalize(x), ref, atol=1e-12)
+    q = np.rint(x * 255).astype(np.int64)  # grey levels: the counting-sort path
+    ref = (rankdata(q, axis=1, method="average") - 1) * 2 / (x.shape[1] - 1) - 1
+    np.testing.assert_allclose(equalize(q), ref, atol=1e-12)
+    q = np.rint(subtract_plane(apply_mask(patches) / 255.0) * 255).astype(np.int64)
+    np.testing.assert_allclose(preprocess(patches), equalize(q), atol=1e-12)
+
+
+def test_preprocess_invariant_to_brightness_and_contrast(patches):
+    f = preprocess(patches)
+    assert f.shape == (400, 283) and f.min() >= -1 and f.max() <= 1
+    np.testing.assert_allclose(preprocess(patches.astype(float) + 30), f, atol=1e-12)
+    # contrast: equal up to how residuals fall into whole grey levels
+    g = preprocess(patches.astype(float) * 2)
+    assert np.mean(np.abs(f - g)) < 0.02 and np.corrcoef(f.ravel(), g.ravel())[0, 1] > 0.995
+    # batched equals one window at a time (one code path)
+    np.testing.assert_allclose(preprocess(patches[7]), f[7:8])
+
+
+def test_ablation_flags_change_dimension(patches):
+    assert preprocess(patches, mask=False).shape == (400, 361)
+    raw = preprocess(patches, plane=False, equalize_hist=False)
+    np.testing.assert_allclose(raw, patches[:, MASK] / 255.0)
+
+
+def test_flat_window_equalizes_to_zero():
+    np.testing.assert_array_equal(preprocess(np.full((1, 19, 19), 77, np.uint8)), 0.0)
+
+
+@pytest.mark.parametrize("bad, exc", [(np.zeros((3, 19, 18)), ValueError), (np.zeros((2, 19, 19), object), TypeError),
+                                      (np.full((1, 19, 19), np.nan), ValueError)])
+def test_bad_input(bad, exc):
+    with pytest.raises(exc):
+        preprocess(bad)

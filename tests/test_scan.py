@@ -1,0 +1,141 @@
+"""Scoring, dense prefilter, pyramid scanning and merging, checked against brute force on real images."""
+import cv2
+import numpy as np
+import pytest
+from sklearn.svm import SVC as SkSVC
+
+from facedet.features import normalized_pixels, window_features
+from facedet.imageio import read_grey
+from facedet.merge import box_iou, merge_detections
+from facedet.patches import augment
+from facedet.scan import cut_windows, prefilter_map, pyramid_scales, scan
+from facedet.scoring import DecisionScorer, Prefilter, QuadraticScorer, make_scorer
+
+
+@pytest.fixture(scope="module")
+def subset(data_dir):
+    d = np.load(data_dir / "cbcl_face_db1" / "cbcl_face_db1_19x19_uint8.npz")
+    rng = np.random.default_rng(0)
+    idx = np.r_[rng.choice(2429, 300, replace=False), 2429 + rng.choice(4548, 400, replace=False)]
+    return d["X_train"][idx], d["y_train"][idx].astype(int), d["X_test"][::40], d["y_test"][::40].astype(int)
+
+
+@pytest.fixture(scope="module")
+def svm(subset):
+    from svmcore import SVC
+    X, y, _, _ = subset
+    return SVC(C=10.0, kernel="poly", degree=2, gamma="auto", coef0=1.0).fit(window_features(X), y)
+
+
+@pytest.fixture(scope="module")
+def prefilter(subset):
+    X, y, _, _ = subset
+    return Prefilter.fit(augment(X[y == 1], shifts=0), X[y == 0], recall=0.99, n_stages=3, min_nonfaces=20)
+
+
+@pytest.fixture(scope="module")
+def astro(data_dir):
+    return read_grey(data_dir / "misc_faces_skimage" / "astronaut.png")
+
+
+def test_quadratic_form_equals_kernel_expansion(subset, svm):
+    _, _, Xt, _ = subset
+    F = window_features(Xt)
+    scorer = make_scorer(svm)
+    assert isinstance(scorer, QuadraticScorer)
+    np.testing.assert_allclose(scorer(F), svm.decision_function(F), rtol=0, atol=2e-5)  # float32 BLAS
+
+
+@pytest.mark.parametrize("kernel, degree", [("poly", 2), ("poly", 1), ("linear", 2), ("rbf", 3)])
+def test_scorer_against_libsvm(subset, kernel, degree):
+    X, y, Xt, _ = subset
+    F, Ft = window_features(X), window_features(Xt)
+    ref = SkSVC(C=1.0, kernel=kernel, degree=degree, gamma=1 / 283, coef0=1.0).fit(F, y)
+    scorer = make_scorer(ref)
+    assert isinstance(scorer, DecisionScorer if kernel == "rbf" else QuadraticScorer)
+    np.testing.assert_allclose(scorer(Ft), ref.decision_function(Ft), rtol=0, atol=2e-5)
+
+
+def test_prefilter_map_equals_window_scores(astro, prefilter):
+    level = cv2.resize(astro, (300, 300), interpolation=cv2.INTER_AREA)
+    score, norm = prefilter_map(level, prefilter)
+    assert score.shape == norm.shape == (282, 282)
+    ys, xs = np.mgrid[0:282:7, 0:282:5].reshape(2, -1)
+    win = cut_windows(level, ys, xs)
+    ref = prefilter.scores(win)[:, 0]
+    flat = ~np.any(normalized_pixels(win), axis=1)
+    np.testing.assert_allclose(score[ys, xs][~flat], ref[~flat], atol=1e-5)
+    assert np.isinf(score[ys, xs][flat]).all()
+
+
+def test_prefilter_keeps_faces_rejects_nonfaces(subset, prefilter):
+    X, y, Xt, yt = subset
+    ok = prefilter.accept(prefilter.scores(X))
+    assert ok[y == 1].mean() >= 0.95 and ok[y == 0].mean() < 0.5
+
+
+def test_pyramid_scales():
+    s = pyramid_scales(480, 640, 1.2, min_window=20)
+    assert s[0] == pytest.approx(20 / 19) and 19 * s[-1] <= 480 < 19 * s[-1] * 1.2
+    assert np.allclose(np.diff(np.log(s)), np.log(1.2))
+    assert pyramid_scales(480, 640, 1.2, min_window=20, max_window=100)[-1] * 19 <= 100
+    with pytest.raises(ValueError):
+        pyramid_scales(100, 100, 1.0)
+
+
+def brute_force(grey, score_fn, scale_factor, min_window):
+    """Every window of every level, one at a time (the reference the batched scan must reproduce)."""
+    H, W = grey.shape
+    rows = []
+    for s in pyramid_scales(H, W, scale_factor, min_window):
+        size = (max(19, int(round(W / s))), max(19, int(round(H / s))))
+        level = cv2.resize(grey, size, interpolation=cv2.INTER_AREA)
+        sx, sy = W / size[0], H / size[1]
+        for y in range(0, size[1] - 18, 2):
+            for x in range(0, size[0] - 18, 2):
+                w = level[y:y + 19, x:x + 19][None]
+                rows.append([x * sx, y * sy, 19 * sx, 19 * sy, score_fn(w)])
+    return np.array(rows)
+
+
+def test_scan_equals_brute_force(astro, svm, prefilter):
+    grey = astro[80:180, 170:280]
+    scorer = make_scorer(svm)
+
+    def svm_score(w):
+        return svm.decision_function(window_features(w))[0]
+
+    ref = brute_force(grey, svm_score, 1.3, 30)
+    got = scan(grey, scorer, window_features, None, scale_factor=1.3, stride=2, min_window=30, threshold=-np.inf)
+    np.testing.assert_allclose(got, ref, rtol=0, atol=2e-5)
+
+    def cascade_score(w):
+        return svm_score(w) if prefilter.accept(prefilter.scores(w))[0] else -np.inf
+
+    ref = brute_force(grey, cascade_score, 1.3, 30)
+    ref = ref[ref[:, 4] > 0]
+    got, win = scan(grey, scorer, window_features, prefilter, scale_factor=1.3, stride=2, min_window=30,
+                    threshold=0.0, return_windows=True)
+    assert len(ref) > 0
+    np.testing.assert_allclose(got, ref, rtol=0, atol=2e-5)
+    np.testing.assert_allclose(scorer(window_features(win)), got[:, 4])
+
+
+def test_scan_rejects_bad_image(svm):
+    with pytest.raises(ValueError):
+        scan(np.zeros((50, 50), np.float32), make_scorer(svm), window_features)
+
+
+def test_merge_groups_overlapping_boxes():
+    dets = np.array([[10, 10, 20, 20, 1.0], [12, 11, 20, 20, 2.0], [11, 9, 22, 22, 0.5],
+                     [100, 100, 30, 30, 0.7], [300, 5, 19, 19, 0.1]])
+    m = merge_detections(dets, iou=0.3, min_neighbors=1)
+    assert m.shape == (3, 6)
+    np.testing.assert_allclose(m[0], [11, 10, 20.666666666666668, 20.666666666666668, 2.0, 3])
+    assert list(m[:, 5]) == [3, 1, 1]
+    assert len(merge_detections(dets, iou=0.3, min_neighbors=2)) == 1
+    assert merge_detections(np.empty((0, 5))).shape == (0, 6)
+    np.testing.assert_allclose(box_iou(np.array([0, 0, 10, 10.]), np.array([[5, 0, 10, 10.], [20, 20, 1, 1.]])),
+                               [1 / 3, 0])
+    with pytest.raises(ValueError):
+        merge_detections(np.zeros((3, 4)))
