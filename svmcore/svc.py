@@ -130,18 +130,7 @@ class SVC(_KernelSVM):
 
     def __init__(self, C=1.0, kernel="rbf", degree=3, gamma="scale", coef0=0.0, tol=1e-3, cache_size=200,
                  working_set_size=None, shrinking=True, max_iter=None, verbose=False, callback=None):
-        self.C = C
-        self.kernel = kernel
-        self.degree = degree
-        self.gamma = gamma
-        self.coef0 = coef0
-        self.tol = tol
-        self.cache_size = cache_size
-        self.working_set_size = working_set_size
-        self.shrinking = shrinking
-        self.max_iter = max_iter
-        self.verbose = verbose
-        self.callback = callback
+        self.set_params(**{k: v for k, v in locals().items() if k != "self"})
 
     def fit(self, X, y, sample_weight=None):
         """Train on X (n, d) float array or CSR (or (n, n) kernel if precomputed) and y (n,) with 2 labels."""
@@ -187,18 +176,7 @@ class OneClassSVM(_KernelSVM):
 
     def __init__(self, nu=0.5, kernel="rbf", degree=3, gamma="scale", coef0=0.0, tol=1e-3, cache_size=200,
                  working_set_size=None, shrinking=True, max_iter=None, verbose=False, callback=None):
-        self.nu = nu
-        self.kernel = kernel
-        self.degree = degree
-        self.gamma = gamma
-        self.coef0 = coef0
-        self.tol = tol
-        self.cache_size = cache_size
-        self.working_set_size = working_set_size
-        self.shrinking = shrinking
-        self.max_iter = max_iter
-        self.verbose = verbose
-        self.callback = callback
+        self.set_params(**{k: v for k, v in locals().items() if k != "self"})
 
     def fit(self, X, y=None, sample_weight=None):
         """Train on X (n, d) (or an (n, n) precomputed kernel); y is ignored."""
