@@ -17,7 +17,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn
 from rich.table import Table
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
-                  help="Face detection with a polynomial SVM on 19x19 windows (Osuna, Freund, Girosi 1997).")
+                  help="Face detection with a polynomial SVM on 19x19 windows (Osuna, Freund, Girosi 1997), or an "
+                       "additive-kernel PmSVM on HOG.")
 out = Console()
 err = Console(stderr=True)
 
@@ -117,9 +118,17 @@ def train(
     split: str = typer.Option("train", help="Split to read from --data (the CBCL files have train and test)."),
     negatives: Optional[Path] = typer.Option(None, help="Folder of face-free images: random windows from them "
                                                         "train the cascade prefilter."),
+    classifier: str = typer.Option("svc", help="svc: svmcore.SVC (--kernel ...) on Osuna-preprocessed pixels; "
+                                               "pmsvm: additive-kernel svmcore.PmSVM (--p) scored by its lookup "
+                                               "table in O(d) per window, on nonnegative features (hog)."),
+    features: Optional[str] = typer.Option(None, help="Window features: osuna (the default for svc; the only "
+                                                      "one it takes) or hog (the default for pmsvm)."),
+    p: float = typer.Option(-1.0, "--p", help="PmSVM power mean kernel: -1 chi-square, -8 ~ intersection, "
+                                              "0 Hellinger (pmsvm)."),
     kernel: str = typer.Option("poly", help="SVM kernel: poly, rbf or linear (poly 2 and linear score fastest)."),
     degree: int = typer.Option(2, help="Polynomial degree."),
-    C: float = typer.Option(10.0, "--C", help="SVM regularisation constant C > 0."),
+    C: Optional[float] = typer.Option(None, "--C", help="SVM regularisation constant C > 0 (default 10 for svc, "
+                                                        "1 for pmsvm)."),
     gamma: str = typer.Option("auto", help="Kernel gamma: a number > 0, 'auto' (1/283) or 'scale'."),
     coef0: float = typer.Option(1.0, help="Kernel coef0 (poly)."),
     tol: float = typer.Option(1e-3, help="Solver stopping tolerance (KKT violation)."),
@@ -130,22 +139,39 @@ def train(
 ):
     """Train a detector on face and non-face patches."""
     from .bootstrap import train_detector
+    from .detector import train_pmsvm_detector
 
+    if classifier not in ("svc", "pmsvm"):
+        _usage(f"--classifier: unknown value {classifier!r}; expected svc or pmsvm")
+    features = features or ("osuna" if classifier == "svc" else "hog")
+    if classifier == "svc" and features != "osuna":
+        _usage(f"--features {features}: the svc classifier takes osuna features; use --classifier pmsvm")
     g = gamma if gamma in ("auto", "scale") else _number(gamma, "--gamma")
     X, y, failed = _patches(faces, nonfaces, data, split)
+    augmentation = {"mirror": mirror, "shifts": shifts}
     with _progress() as progress:
         neg, nfail = _read_images(_image_files(negatives), progress, "reading negatives") if negatives else ([], 0)
-        task = progress.add_task("training SVM", total=None, info="")
+        negative_images = [im for _, im in neg]
+        task = progress.add_task(f"training {classifier}", total=None, info="")
         try:
-            det, _, _ = train_detector(
-                X, y, negative_images=[im for _, im in neg], augmentation={"mirror": mirror, "shifts": shifts},
-                callback=_svm_callback(progress, task), stride=stride, threshold=threshold,
-                svm_params={"kernel": kernel, "degree": degree, "C": C, "gamma": g, "coef0": coef0, "tol": tol})
+            if classifier == "svc":
+                det, _, _ = train_detector(
+                    X, y, negative_images=negative_images, augmentation=augmentation,
+                    callback=_svm_callback(progress, task), stride=stride, threshold=threshold,
+                    svm_params={"kernel": kernel, "degree": degree, "C": 10.0 if C is None else C, "gamma": g,
+                                "coef0": coef0, "tol": tol})
+            else:
+                det, _, _ = train_pmsvm_detector(
+                    X, y, features=features, negative_images=negative_images, augmentation=augmentation,
+                    pmsvm_params={"p": p, **({} if C is None else {"C": C})}, stride=stride, threshold=threshold)
         except (TypeError, ValueError) as exc:
             _usage(str(exc))
     det.save(out_path)
-    out.print(f"trained on {int(y.sum())} faces and {int((y == 0).sum())} non-faces: "
-              f"{det.classifier.support_.size} support vectors; wrote {out_path}")
+    clf = det.classifier
+    size = (f"{clf.support_.size} support vectors" if classifier == "svc" else
+            f"PmSVM p={clf.p}, lookup table {clf.table_.shape[1]}x{clf.table_.shape[2]}, {clf.n_iter_[0]} epochs")
+    out.print(f"trained on {int(y.sum())} faces and {int((y == 0).sum())} non-faces ({features} features): "
+              f"{size}; wrote {out_path}")
     raise typer.Exit(1 if failed or nfail else 0)
 
 
@@ -173,6 +199,9 @@ def bootstrap(
     from .bootstrap import bootstrap as run, training_set
 
     det = _load_detector(model)
+    if not hasattr(det.classifier, "support_vectors_"):
+        _usage(f"{model}: bootstrap retrains svmcore.SVC models only; this one is a "
+               f"{type(det.classifier).__name__} (see scripts/train_pmsvm_detector.py)")
     features = labels = None
     failed = 0
     if data is not None or faces is not None or nonfaces is not None:

@@ -1,5 +1,10 @@
-"""The face detector: a classifier on preprocessed 19x19 windows, a cascade prefilter, scanning parameters and
+"""The face detector: a classifier on features of 19x19 windows, a cascade prefilter, scanning parameters and
 the calibration from windows to face boxes (Osuna, Freund, Girosi 1997, sec. 5).
+
+Two kinds of classifier share one scan path (:func:`facedet.scoring.make_scorer`): the polynomial
+svmcore.SVC on Osuna-preprocessed pixels (``features="osuna"``, the default and the shipped model), and the
+additive-kernel svmcore.PmSVM on HOG (``features="hog"``, :func:`train_pmsvm_detector`), scored by its
+lookup table in O(d) per window.
 
 ``Detector.detect(image)`` -> (k, 5) float64 boxes [x, y, w, h, score] in original-image pixels, following the
 dlib annotations' convention (a square from the eyebrows to the chin). Models are saved as one ``.npz``
@@ -12,7 +17,7 @@ import numpy as np
 from svmcore import persistence
 from svmcore._validation import check_scalar
 
-from .features import window_features
+from .features import get_features
 from .merge import merge_detections
 from .preprocess import WINDOW
 from .scan import scan
@@ -44,7 +49,9 @@ def as_grey(image):
 class Detector:
     """Face detector.
 
-    classifier: a fitted binary SVC on :func:`facedet.features.window_features` rows (1 = face);
+    classifier: a fitted binary classifier (svmcore.SVC or svmcore.PmSVM; classes 0, 1 = face) on the rows of
+    ``features``; features: the name of its window features in :data:`facedet.features.FEATURES` ("osuna":
+    :func:`facedet.features.window_features`, the default; "hog": :func:`facedet.features.hog_features`);
     prefilter: a :class:`facedet.scoring.Prefilter` cascade, or None to score every window with the SVM;
     scale_factor (> 1): pyramid step; stride (px, at each level): window step; min_size / max_size: smallest
     and largest face box side in original pixels (max None: the image); threshold: SVM decision value above
@@ -55,7 +62,7 @@ class Detector:
     """
 
     def __init__(self, classifier, prefilter=None, *, scale_factor=1.2, stride=2, min_size=20, max_size=None,
-                 threshold=0.0, merge_iou=0.3, min_neighbors=2, box=(0.0, 0.0, 1.0)):
+                 threshold=0.0, merge_iou=0.3, min_neighbors=2, box=(0.0, 0.0, 1.0), features="osuna"):
         check_scalar(scale_factor, "scale_factor", lo=1, lo_open=True)
         check_scalar(stride, "stride", lo=1, integer=True)
         check_scalar(min_size, "min_size", lo=1)
@@ -67,8 +74,15 @@ class Detector:
         box = tuple(float(check_scalar(b, "box")) for b in box)
         if len(box) != 3 or box[2] <= 0:
             raise ValueError(f"box: expected (dx, dy, scale > 0), got {box}")
-        if not hasattr(classifier, "dual_coef_"):
-            raise ValueError("classifier: expected a fitted SVC")
+        if not hasattr(classifier, "decision_function") or not (hasattr(classifier, "dual_coef_")
+                                                                or hasattr(classifier, "coef_")):
+            raise ValueError("classifier: expected a fitted SVC or PmSVM")
+        self._features = get_features(features)
+        self.features = features
+        self._scorer = make_scorer(classifier)
+        n_in, n_out = _n_features(classifier), self._features(np.zeros((1, WINDOW, WINDOW))).shape[1]
+        if n_in is not None and n_in != n_out:
+            raise ValueError(f"classifier: takes {n_in} features, but features={features!r} gives {n_out}")
         self.classifier = classifier
         self.prefilter = prefilter
         self.scale_factor = float(scale_factor)
@@ -79,7 +93,6 @@ class Detector:
         self.merge_iou = float(merge_iou)
         self.min_neighbors = int(min_neighbors)
         self.box = box
-        self._scorer = make_scorer(classifier)
 
     def params(self):
         """Scanning parameters as a JSON-able dict (the keyword arguments of the constructor)."""
@@ -88,15 +101,20 @@ class Detector:
                 "min_neighbors": self.min_neighbors, "box": list(self.box)}
 
     def with_params(self, **params):
-        """A copy with some scanning parameters changed (same classifier and prefilter)."""
-        return Detector(self.classifier, self.prefilter, **{**self.params(), **params})
+        """A copy with some scanning parameters (or ``features``) changed; same classifier and prefilter."""
+        features = params.pop("features", self.features)
+        return Detector(self.classifier, self.prefilter, features=features, **{**self.params(), **params})
+
+    def window_features(self, windows):
+        """The classifier's feature rows of (n, 19, 19) windows: (n, p) float64 (see ``features``)."""
+        return self._features(windows)
 
     def score_windows(self, windows):
-        """SVM decision values of (n, 19, 19) windows: (n,) float64 (no prefilter)."""
-        return self._scorer(window_features(windows))
+        """Decision values of (n, 19, 19) windows: (n,) float64 (no prefilter)."""
+        return self._scorer(self._features(windows))
 
     def score_features(self, features):
-        """SVM decision values of feature rows (n, 283): (n,) float64."""
+        """Decision values of feature rows (n, p) of the detector's ``features``: (n,) float64."""
         return self._scorer(features)
 
     def windows_to_boxes(self, windows):
@@ -114,7 +132,7 @@ class Detector:
         """Every window above ``threshold`` (not merged, not calibrated): (k, 5) [x, y, s, s, score] in original
         pixels, and with ``return_windows`` the (k, 19, 19) uint8 windows. See :func:`facedet.scan.scan`."""
         k = self.box[2]
-        return scan(as_grey(image), self._scorer, window_features, self.prefilter,
+        return scan(as_grey(image), self._scorer, self._features, self.prefilter,
                     scale_factor=self.scale_factor, stride=self.stride, min_window=self.min_size / k,
                     max_window=None if self.max_size is None else self.max_size / k,
                     threshold=self.threshold, return_windows=return_windows)
@@ -132,11 +150,15 @@ class Detector:
 
     # --- persistence ----------------------------------------------------------------------------
     def save(self, path):
-        """Write the detector to ``path`` (.npz + JSON header, atomic). Needs an svmcore classifier."""
+        """Write the detector to ``path`` (.npz + JSON header, atomic). Needs an svmcore classifier.
+
+        The header records the classifier's class, parameters and meta data, and the ``features`` name
+        (absent in models written before it existed, which read as "osuna")."""
         if not hasattr(self.classifier, "_get_state"):
-            raise TypeError(f"cannot save a {type(self.classifier).__name__}; train with svmcore.SVC")
+            raise TypeError(f"cannot save a {type(self.classifier).__name__}; train with svmcore.SVC or PmSVM")
         params, meta, arrays = self.classifier._get_state()
         header = {"format": FORMAT, "format_version": persistence.FORMAT_VERSION, "params": self.params(),
+                  "features": self.features,
                   "classifier": {"class": type(self.classifier).__name__, "params": params, "meta": meta},
                   "prefilter": self.prefilter is not None}
         payload = {f"classifier.{k}": v for k, v in arrays.items()}
@@ -148,7 +170,8 @@ class Detector:
     @classmethod
     def load(cls, path):
         """Read a detector written by :meth:`save`. FileNotFoundError if missing; ValueError if corrupt or foreign."""
-        import svmcore.svc  # noqa: F401  (registers SVC with persistence)
+        import svmcore.pmsvm  # noqa: F401  (register SVC and PmSVM with persistence)
+        import svmcore.svc  # noqa: F401
 
         header, arrays = persistence.read_archive(path, FORMAT)
         try:
@@ -161,10 +184,66 @@ class Detector:
                 prefilter = Prefilter(arrays["prefilter.weights"], arrays["prefilter.thresholds"])
             params = dict(header["params"])
             params["box"] = tuple(params["box"])
-            return cls(classifier, prefilter, **params)
+            return cls(classifier, prefilter, features=header.get("features", "osuna"), **params)
         except (KeyError, TypeError, ValueError, IndexError) as exc:
             raise ValueError(f"{path}: invalid facedet detector ({type(exc).__name__}: {exc})") from exc
 
     def __repr__(self):
         p = ", ".join(f"{k}={v!r}" for k, v in self.params().items())
-        return f"Detector({type(self.classifier).__name__}, prefilter={self.prefilter is not None}, {p})"
+        return (f"Detector({type(self.classifier).__name__}, features={self.features!r}, "
+                f"prefilter={self.prefilter is not None}, {p})")
+
+
+def _n_features(classifier):
+    """Number of input features of a fitted SVC (support_vectors_) or PmSVM (coef_), else None."""
+    sv = getattr(classifier, "support_vectors_", None)
+    if sv is not None and np.ndim(sv) == 2:
+        return np.shape(sv)[1]
+    coef = getattr(classifier, "coef_", None)
+    if coef is not None and np.ndim(coef) == 3:  # PmSVM: (n_models, d, n_anchors)
+        return np.shape(coef)[1]
+    return None
+
+
+PMSVM_DEFAULTS = {"C": 1.0, "p": -1.0, "random_state": 0}
+
+
+def pmsvm_training_set(X, y, features="hog", augmentation=None):
+    """Feature rows (n', p) and labels (n',) of windows X (n, 19, 19), y (n,) in {0, 1}: the faces augmented by
+    ``facedet.patches.augment(**augmentation)`` (default: mirror images only), then ``get_features(features)``.
+    Raises ValueError for bad input."""
+    from .patches import augment
+
+    X, y = np.asarray(X), np.asarray(y)
+    if X.ndim != 3 or len(X) != len(y) or not np.isin(y, (0, 1)).all():
+        raise ValueError(f"expected windows (n, 19, 19) and labels (n,) in {{0, 1}}, got {X.shape}, {y.shape}")
+    faces = augment(X[y == 1], **{"mirror": True, "shifts": 0, **(augmentation or {})})
+    F = get_features(features)(np.concatenate([faces, X[y == 0]]))
+    return F, np.r_[np.ones(len(faces), np.int64), np.zeros(int((y == 0).sum()), np.int64)]
+
+
+def fit_pmsvm(features, labels, **pmsvm_params):
+    """svmcore.PmSVM fitted on nonnegative feature rows (n, p), labels (n,) (1 = face); pmsvm_params override
+    PMSVM_DEFAULTS (C = 1, p = -1: chi-square; lookup table of 1000 bins)."""
+    from svmcore.pmsvm import PmSVM
+
+    return PmSVM(**{**PMSVM_DEFAULTS, **pmsvm_params}).fit(features, labels)
+
+
+def train_pmsvm_detector(X, y, *, features="hog", negative_images=(), augmentation=None, pmsvm_params=None,
+                         prefilter_params=None, **detector_params):
+    """A :class:`Detector` with an additive-kernel PmSVM on ``features`` (default HOG) of windows X (n, 19, 19)
+    uint8, labels y (n,) in {0, 1}; the cascade prefilter as for the polynomial SVM
+    (:func:`facedet.bootstrap.fit_prefilter`, fitted on pixels, independent of the classifier).
+
+    Returns (detector, feature rows, labels), the training set for further rounds of hard-negative mining
+    (:func:`facedet.bootstrap.mine_negatives`, then :func:`fit_pmsvm` on the grown set).
+    Raises ValueError for bad input (e.g. features with negative values: PmSVM needs features >= 0).
+    """
+    from .bootstrap import fit_prefilter
+
+    F, labels = pmsvm_training_set(X, y, features, augmentation)
+    prefilter = fit_prefilter(np.asarray(X), np.asarray(y), negative_images, augmentation,
+                              **(prefilter_params or {}))
+    clf = fit_pmsvm(F, labels, **(pmsvm_params or {}))
+    return Detector(clf, prefilter, features=features, **detector_params), F, labels

@@ -9,7 +9,9 @@
   degree <= 2, K(s, x) = (gamma s'x + coef0)^d, makes f(x) = sum_i alpha_i y_i K(s_i, x) + b a quadratic
   form x'Ax + v'x + c with A = gamma^2 S' diag(alpha y) S, v = 2 gamma coef0 S'(alpha y),
   c = coef0^2 sum(alpha y) + b (Osuna et al. 1997 use d = 2): two BLAS products per batch instead of a loop
-  over support vectors. Other kernels fall back to the classifier's own ``decision_function``.
+  over support vectors. An additive-kernel svmcore.PmSVM becomes a :class:`LUTScorer`: its per-dimension
+  lookup table, O(d) per window whatever the number of training samples (Wu, TNNLS 2015; Yang and Wu,
+  ACML 2012). Other classifiers fall back to their own ``decision_function``.
 """
 from __future__ import annotations
 
@@ -51,6 +53,26 @@ class DecisionScorer:
                                for i in range(0, len(X), self.batch)])
 
 
+class LUTScorer:
+    """f(x) = intercept + sum_j T_j(x_j) for nonnegative feature rows x (n, d): a binary PmSVM's lookup table
+    (``table_[0]``, (d, N)), evaluated by :func:`svmcore.pmsvm.lut_decision`; equals the PmSVM's
+    ``decision_function``. Features are passed as float32 when they arrive so (no copy); returns float64 (n,).
+    """
+
+    def __init__(self, table, x_max, intercept):
+        self.table = np.ascontiguousarray(table, dtype=np.float64)[None]
+        self.x_max = float(x_max)
+        self.intercept = np.array([float(intercept)])
+
+    def __call__(self, X):
+        from svmcore.pmsvm import lut_decision
+
+        X = np.asarray(X)
+        if X.dtype not in (np.float32, np.float64):
+            X = X.astype(np.float64)
+        return lut_decision(X, self.table, self.x_max, self.intercept)[:, 0]
+
+
 def _resolved_gamma(clf):
     for name in ("gamma_", "_gamma"):
         g = getattr(clf, name, None)
@@ -63,11 +85,18 @@ def _resolved_gamma(clf):
 
 
 def make_scorer(classifier):
-    """Scoring function (n, p) -> (n,) for a fitted binary SVC (svmcore.SVC or a compatible estimator).
+    """Scoring function (n, p) -> (n,) for a fitted binary classifier (svmcore.SVC, svmcore.PmSVM or any
+    estimator with ``decision_function``).
 
-    Linear and polynomial kernels of degree <= 2 become a :class:`QuadraticScorer`; anything else a
-    :class:`DecisionScorer`. Positive scores mean ``classes_[1]`` (face).
+    SVC with a linear or polynomial kernel of degree <= 2 becomes a :class:`QuadraticScorer`; a PmSVM with
+    a lookup table (``lut_bins``) a :class:`LUTScorer`; anything else a :class:`DecisionScorer`. Positive
+    scores mean ``classes_[1]`` (face). Raises ValueError for a PmSVM with more than two classes.
     """
+    table = getattr(classifier, "table_", None)
+    if table is not None and hasattr(classifier, "x_max_"):
+        if table.shape[0] != 1:
+            raise ValueError(f"classifier: expected a binary PmSVM, got {table.shape[0]} models")
+        return LUTScorer(table[0], classifier.x_max_, classifier.intercept_[0])
     kernel = getattr(classifier, "kernel", None)
     degree = getattr(classifier, "degree", None)
     if kernel == "linear" or (kernel == "poly" and degree in (1, 2)):

@@ -1,6 +1,6 @@
 """facedet against OpenCV's Haar cascade and dlib's HOG detector, in one run on the same images.
 
-    PYTHONPATH=. python scripts/bench_detect.py [--model PATH ...] [--repeat 3] [--threads 1]
+    PYTHONPATH=. python scripts/bench_detect.py [--model PATH ...] [--repeat 3] [--threads 1] [--no-dlib]
 
 Sets (shared/data): scenes_annotated_dlib_voc (dlib's boxes; "test" split = 5 images, 25 faces, and all
 9 images, 43 faces) and misc_faces_skimage/astronaut.png (one face, box ASTRONAUT_BOX measured by hand).
@@ -10,8 +10,10 @@ image. Speed: every scenes image resized to 640x480, all scales from 20-pixel fa
 time as a ratio to the Haar cascade measured in the same run.
 
 Detectors:
-- facedet: the default model (facedet.Detector.load of the shipped model) and any ``--model PATH``;
-  input the grey image; score = its decision value.
+- facedet: the default model (facedet.Detector.load of the shipped model: polynomial SVM on Osuna
+  features) and any ``--model PATH`` (e.g. a PmSVM + HOG detector from scripts/train_pmsvm_detector.py,
+  scored by its lookup table); each named with its classifier and features; input the grey image;
+  score = its decision value.
 - haar: cv2 ``haarcascade_frontalface_default.xml``, ``detectMultiScale2`` with minSize 20, at
   (scaleFactor 1.1, minNeighbors 5) and (1.2, 3); input the grey image; score = number of neighbours.
 - dlib-hog: ``dlib.get_frontal_face_detector()`` with upsample 0 and 1 (its window is 80 px, so the
@@ -96,7 +98,8 @@ class Facedet:
         from facedet.detector import Detector
 
         self.detector = Detector.load(path)
-        self.name = name or f"facedet {Path(path).name}"
+        kind = f"{type(self.detector.classifier).__name__}+{getattr(self.detector, 'features', 'osuna')}"
+        self.name = f"{name or f'facedet {Path(path).name}'} ({kind})"
 
     def __call__(self, rgb, grey):
         d = np.asarray(self.detector.detect(grey), float)
@@ -179,6 +182,7 @@ def main():
     ap.add_argument("--repeat", type=int, default=3, help="timing: best of N runs per image")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--data", type=Path, default=DATA)
+    ap.add_argument("--no-dlib", action="store_true", help="skip dlib's HOG detector (a shorter run)")
     args = ap.parse_args()
     cv2.setNumThreads(args.threads)
 
@@ -193,7 +197,7 @@ def main():
             detectors.append(Facedet(path, label))
         except Exception as exc:  # the benchmark of the others still runs
             print(f"# skipped {label or path}: {type(exc).__name__}: {exc}")
-    detectors += [Haar(1.1, 5), Haar(1.2, 3), DlibHog(0), DlibHog(1)]
+    detectors += [Haar(1.1, 5), Haar(1.2, 3)] + ([] if args.no_dlib else [DlibHog(0), DlibHog(1)])
 
     scenes = args.data / "scenes_annotated_dlib_voc"
     ann_all = read_annotations(scenes / "boxes.csv")
@@ -252,6 +256,40 @@ def main():
               f"{r.false_positives} | {t:.1f} |")
 
     speed(detectors, images, args)
+    window_cost(detectors, args)
+
+
+def window_cost(detectors, args):
+    """Per-window cost of each facedet model's features and classifier on the 24,044 CBCL test patches:
+    microseconds per window (CPU, best of --repeat), ratio to the default model's, and the patch-level
+    ROC AUC and detection rate at 1% false positives (the cascade not applied). The polynomial SVM scores a 283x283 quadratic form, PmSVM its (324 x 1000) lookup table."""
+    from facedet.evaluate import detection_rate_at_fpr, roc_auc
+
+    d = np.load(args.data / "cbcl_face_db1" / "cbcl_face_db1_19x19_uint8.npz")
+    X, y = d["X_test"], d["y_test"]
+    rows = []
+    for det in detectors:
+        if not isinstance(det, Facedet):
+            continue
+        D = det.detector
+        t_feat = t_score = np.inf
+        for _ in range(args.repeat):
+            t0 = time.process_time()
+            F = D.window_features(X)
+            t1 = time.process_time()
+            f = D.score_features(F)
+            t2 = time.process_time()
+            t_feat, t_score = min(t_feat, t1 - t0), min(t_score, t2 - t1)
+        rows.append((det.name, F.shape[1], 1e6 * t_feat / len(X), 1e6 * t_score / len(X), roc_auc(f, y), detection_rate_at_fpr(f, y, 0.01)))
+    if not rows:
+        return
+    ref = rows[0][2] + rows[0][3]
+    print(f"\n## Per window: CBCL test patches ({len(X)}, {int(y.sum())} faces), {args.threads} thread(s), "
+          f"CPU us per window, best of {args.repeat}\n")
+    print("| detector | features | features us | classifier us | total us | ratio to the first | patch ROC AUC | DR at 1% FP |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for name, p, tf, ts, auc, dr in rows:
+        print(f"| {name} | {p} | {tf:.2f} | {ts:.2f} | {tf + ts:.2f} | {(tf + ts) / ref:.2f} | {auc:.3f} | {dr:.3f} |")
 
 
 def speed(detectors, images, args):
@@ -265,7 +303,7 @@ def speed(detectors, images, args):
                 print(f"# {det.name}: speed run at min_size {MIN_FACE} (model default {det.detector.min_size})")
                 det.detector = det.detector.with_params(min_size=MIN_FACE)
             runs.append(det)
-    runs += [DlibHog(2), DlibHog(1), DlibHog(0)]
+    runs += [] if args.no_dlib else [DlibHog(2), DlibHog(1), DlibHog(0)]
     times = {}
     for det in runs:
         _, ms = run(det, small, args.repeat)

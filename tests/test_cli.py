@@ -127,3 +127,28 @@ def test_detect_handles_image_kinds_and_rejects_bomb(astro, tmp_path):
     res = json.loads(r.stdout)
     assert [x["image"] for x in res] == list(map(str, files[:3]))
     assert all(len(x["faces"]) == 1 for x in res)
+
+
+def test_train_pmsvm_hog(small_npz, tmp_path, astro):
+    from facedet import Detector
+    out = tmp_path / "pm.npz"
+    r = runner.invoke(app, ["train", "--data", str(small_npz), "--out", str(out), "--classifier", "pmsvm",
+                            "--features", "hog", "--p", "-8", "--C", "0.5"])
+    assert r.exit_code == 0, r.output
+    assert "hog features" in r.stdout and "PmSVM p=-8.0" in r.stdout
+    det = Detector.load(out)
+    assert type(det.classifier).__name__ == "PmSVM" and det.features == "hog"
+    assert det.classifier.p == -8.0 and det.classifier.C == 0.5 and det.classifier.table_.shape == (1, 324, 1000)
+    r = runner.invoke(app, ["detect", str(astro), "--model", str(out), "--json"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)[0]["width"] == 512
+    # bootstrap retrains SVC models only; svc takes osuna features only; PmSVM needs features >= 0
+    assert runner.invoke(app, ["bootstrap", "--model", str(out), "--negatives", str(tmp_path),
+                               "--out", str(tmp_path / "b.npz")]).exit_code == 2
+    bad = [["--classifier", "svc", "--features", "hog"], ["--classifier", "pmsvm", "--features", "osuna"],
+           ["--classifier", "knn"], ["--classifier", "pmsvm", "--p", "2"]]
+    for extra in bad:
+        r = runner.invoke(app, ["train", "--data", str(small_npz), "--out", str(tmp_path / "x.npz"), *extra])
+        assert r.exit_code == 2, (extra, r.output)
+    assert "negative" in runner.invoke(app, ["train", "--data", str(small_npz), "--out", str(tmp_path / "x.npz"),
+                                             "--classifier", "pmsvm", "--features", "osuna"]).stderr

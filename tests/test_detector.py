@@ -129,3 +129,61 @@ def test_choose_threshold_maximises_f1(small, data_dir, negatives):
     f1 = 2 * hits / (2 * hits + fps + len(truth) - hits)
     chosen = (ths == det.threshold) & (nbs == det.min_neighbors)
     assert chosen.sum() == 1 and f1[chosen][0] == f1.max()
+
+
+# --- the additive-kernel detector: PmSVM on HOG, scored by its lookup table -------------------------------
+@pytest.fixture(scope="module")
+def small_pmsvm(data_dir, negatives):
+    """A PmSVM + HOG detector trained on 1,000 CBCL patches (about a second)."""
+    from facedet.detector import train_pmsvm_detector
+    d = np.load(data_dir / "cbcl_face_db1" / "cbcl_face_db1_19x19_uint8.npz")
+    rng = np.random.default_rng(1)
+    idx = np.r_[rng.choice(2429, 400, replace=False), 2429 + rng.choice(4548, 600, replace=False)]
+    det, _, _ = train_pmsvm_detector(d["X_train"][idx], d["y_train"][idx].astype(np.int64),
+                                     negative_images=negatives[:1], prefilter_params={"n_random": 300})
+    return det
+
+
+def test_pmsvm_scan_scores_are_the_lookup_table_decision(small_pmsvm, astro_path):
+    from svmcore import PmSVM
+    from facedet.features import hog_features
+    from facedet.scoring import LUTScorer
+    det = small_pmsvm.with_params(threshold=-1e9)
+    clf = det.classifier
+    assert isinstance(clf, PmSVM) and det.features == "hog" and isinstance(det._scorer, LUTScorer)
+    boxes, windows = det.scan_windows(read_grey(astro_path), return_windows=True)
+    assert len(boxes) > 100  # every window the prefilter passes
+    np.testing.assert_allclose(boxes[:, 4], clf.decision_function(hog_features(windows)), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(det.score_windows(windows), boxes[:, 4], rtol=1e-12, atol=1e-12)
+    assert (boxes[:, 4] > 0).any() and (boxes[:, 4] < 0).any()
+
+
+def test_pmsvm_detector_save_load_roundtrip(small_pmsvm, astro_path, tmp_path):
+    import json
+    det = small_pmsvm.with_params(threshold=0.3, min_neighbors=1)
+    path = det.save(tmp_path / "pm.npz")
+    again = Detector.load(path)
+    assert type(again.classifier).__name__ == "PmSVM" and again.features == "hog"
+    assert again.params() == det.params()
+    np.testing.assert_array_equal(again.classifier.table_, det.classifier.table_)
+    g = read_grey(astro_path)
+    np.testing.assert_array_equal(again.detect(g), det.detect(g))
+    with np.load(path, allow_pickle=False) as z:
+        header = json.loads(z["__header__"].tobytes().decode("utf-8"))
+        assert "classifier.coef_" in z.files and "classifier.table_" not in z.files  # table rebuilt on load
+    assert header["features"] == "hog" and header["classifier"]["class"] == "PmSVM"
+
+
+def test_models_without_features_field_load_as_osuna(small, tmp_path):
+    assert load_default().features == "osuna"  # written before the field existed
+    det = Detector.load(small[0].save(tmp_path / "s.npz"))
+    assert det.features == "osuna"
+
+
+def test_classifier_and_features_must_match(small, small_pmsvm):
+    with pytest.raises(ValueError, match="283 features"):
+        Detector(small[0].classifier, features="hog")
+    with pytest.raises(ValueError, match="324 features"):
+        Detector(small_pmsvm.classifier, features="osuna")
+    with pytest.raises(ValueError, match="features"):
+        Detector(small[0].classifier, features="sift")
