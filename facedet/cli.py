@@ -30,9 +30,7 @@ def default_model_path() -> Path:
     env = os.environ.get("FACEDET_MODEL")
     if env:
         return Path(env)
-    import facedet
-
-    here = Path(facedet.__file__).resolve().parent
+    here = Path(__file__).resolve().parent
     for candidate in (here / "models" / MODEL_NAME, here.parent / "models" / MODEL_NAME):
         if candidate.is_file():
             return candidate
