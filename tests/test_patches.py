@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from facedet.imageio import ImageError, read_grey
-from facedet.patches import augment, find_class_folders, load_folder, load_npz, load_patches, sample_windows, shift, \
+from facedet.patches import augment, find_class_folders, load_folder, load_npz, load_patches, sample_windows, shift, warp, \
     to_window
 
 
@@ -98,3 +98,26 @@ def test_sample_windows_from_face_free_image(data_dir):
     w = sample_windows(g, 50, np.random.default_rng(0))
     assert w.shape == (50, 19, 19) and w.dtype == np.uint8 and w.std() > 0
     assert to_window(g).shape == (19, 19)
+
+
+def test_warp_zooms_and_rotates_about_the_centre():
+    # a linear ramp: zooming by z about the centre c maps value v(x) = x to c + (x - c) / z, exactly
+    # (bilinear interpolation is exact on a linear ramp) away from the replicated border
+    ramp = np.tile(np.arange(19, dtype=np.uint8) * 10, (1, 19, 1))
+    z = warp(ramp, scale=1.25)[0].astype(float)
+    x = np.arange(19)
+    inner = slice(3, 16)
+    np.testing.assert_allclose(z[:, inner], np.tile(10 * (9 + (x[inner] - 9) / 1.25), (19, 1)), atol=0.51)
+    assert z[9, 9] == ramp[0, 9, 9]
+    # +90 degrees is counter-clockwise (cv2.getRotationMatrix2D): the left-to-right ramp runs bottom to top
+    r = warp(ramp, angle=90)[0]
+    np.testing.assert_array_equal(r[:, 9], ramp[0, 9, ::-1])
+    assert np.ptp(r[9, :]) == 0
+
+
+def test_augment_counts_and_order(cbcl_npz):
+    X, _ = load_npz(cbcl_npz)
+    faces = X[:7]
+    A = augment(faces, mirror=True, shifts=1, angles=(-10, 10), scales=(0.9, 1.1))
+    assert A.shape == (7 * 2 * (1 + 4 + 2 + 2), 19, 19) and A.dtype == np.uint8
+    np.testing.assert_array_equal(A[-7:], warp(faces[:, :, ::-1], scale=1.1))
