@@ -177,7 +177,7 @@ def bench(name, Xtr, ytr, Xte, yte, SVC, svc_name):
         print(f"  {rows[-1][0]}: C={C:g}, test acc {100 * rows[-1][3]:.2f}%", flush=True)
 
     ref = next(r[2] for r in rows if r[0].startswith("AdditiveChi2"))
-    print(f"| method | C | fit s | feature-map time / method time | test acc % | epochs median (share < 10) |")
+    print("| method | C | fit s | feature-map time / method time | test acc % | epochs median (share < 10) |")
     print("|---|---|---|---|---|---|")
     for label, C, sec, acc, epochs in rows:
         print(f"| {label} | {C:g} | {sec:.2f} | {ref / sec:.2f} | {100 * acc:.2f} | {epochs} |")

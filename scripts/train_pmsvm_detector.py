@@ -29,9 +29,8 @@ import numpy as np
 from facedet import load_default
 from facedet.bootstrap import choose_threshold, mine_negatives
 from facedet.detector import Detector, fit_pmsvm, train_pmsvm_detector
-from facedet.evaluate import evaluate_detections, read_annotations
-from facedet.imageio import read_grey
-from facedet.patches import image_files, load_npz
+
+from _training_data import evaluate_scenes, load_training_data  # scripts/ is on sys.path when run
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data"
@@ -49,21 +48,10 @@ def main():
     t_start = time.perf_counter()
     pmsvm_params = {"C": args.C, "p": args.p, "random_state": 0}
 
-    X, y = load_npz(args.data / "cbcl_face_db1" / "cbcl_face_db1_19x19_uint8.npz", "train")
-    neg_paths = sorted(p for d in sorted((args.data / "nonface_scenes").iterdir()) if d.is_dir()
-                       for p in image_files(d))
-    negatives = [read_grey(p) for p in neg_paths]
-    scenes = args.data / "scenes_annotated_dlib_voc"
-    ann = {s: read_annotations(scenes / "boxes.csv", split=s) for s in ("train", "test")}
-    images = {name: read_grey(scenes / "images" / name) for s in ann for name in ann[s]}
-    print(f"patches: {int(y.sum())} faces, {int((y == 0).sum())} non-faces; {len(negatives)} negative images")
+    X, y, negatives, ann, images = load_training_data(args.data)
 
     def evaluate(det):
-        out = {}
-        for split, a in ann.items():
-            res = evaluate_detections({n: det.detect(images[n]) for n in a}, a)
-            out[split] = (res.detection_rate, res.false_positives, res.average_precision)
-        return out
+        return evaluate_scenes(det, ann, images)
 
     t = time.perf_counter()
     det, F, labels = train_pmsvm_detector(X, y, negative_images=negatives, augmentation=AUGMENTATION,

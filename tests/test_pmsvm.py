@@ -101,7 +101,7 @@ def test_approx_kernel_on_real_data(usps):
 # --- solver against independent references ---------------------------------------------------------
 def _box_dual_qp(Q, C):
     """min 1/2 a'Qa - 1'a, 0 <= a <= C, by cvxopt's interior point method (an independent QP solver)."""
-    cvxopt = pytest.importorskip("cvxopt")
+    import cvxopt
     n = len(Q)
     G = np.vstack([-np.eye(n), np.eye(n)])
     h = np.concatenate([np.zeros(n), np.full(n, C)])

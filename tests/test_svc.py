@@ -79,7 +79,7 @@ def test_kkt_conditions_hold_on_full_gradient(cbcl_small):
 
 
 def test_matches_general_qp_solver(cbcl_small):
-    cvxopt = pytest.importorskip("cvxopt")
+    import cvxopt
     X, y = cbcl_small[0][:200], cbcl_small[1][:200]
     ys = np.where(y == 1, 1.0, -1.0)
     C = 2.0
