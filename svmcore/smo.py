@@ -429,7 +429,8 @@ def solve(Q, p, y, C, alpha0, *, tol=1e-3, working_set_size=None, cache_size=200
                 cache.drop_partial()
                 Q.reset()
                 if verbose:
-                    print(f"[smo] iteration {io[_N_ITER]}: converged on {len(inactive)} fewer variables; unshrinking")
+                    print(f"[smo] iteration {io[_N_ITER]}: converged on the active set ({len(inactive)} of {n} "
+                          "variables shrunk); reconstructing their gradients")
                 continue
             converged = True
             break
