@@ -54,6 +54,7 @@ _D_FULL = plane_design(np.ones((WINDOW, WINDOW), dtype=bool))
 # (3, p) least-squares operators: coefficients = pixels @ PINV.T (computed once).
 _PINV_MASKED = np.linalg.pinv(_D_MASKED)
 _PINV_FULL = np.linalg.pinv(_D_FULL)
+_IDX_MASKED = np.flatnonzero(MASK)
 
 
 def check_windows(windows, name="windows", dtype=np.float64):
@@ -108,27 +109,68 @@ def _equalize(x, out):
             j = k + 1
 
 
+@nb.njit(cache=True)
+def _rank_levels(q, out, count, value):
+    # counting sort over integer levels: O(p + range) per window instead of a comparison sort; count and
+    # value are scratch of at least the range's length (reused across windows: no allocation per window)
+    p = len(q)
+    scale = 2.0 / (p - 1) if p > 1 else 0.0
+    lo = q[0]
+    hi = q[0]
+    for j in range(p):
+        lo = min(lo, q[j])
+        hi = max(hi, q[j])
+    m = hi - lo + 1
+    if m > len(count):
+        count = np.empty(m, np.int64)
+        value = np.empty(m)
+    count[:m] = 0
+    for j in range(p):
+        count[q[j] - lo] += 1
+    start = 0
+    for b in range(m):
+        value[b] = (start + 0.5 * (count[b] - 1)) * scale - 1.0  # mid-rank of the level's pixels
+        start += count[b]
+    for j in range(p):
+        out[j] = value[q[j] - lo]
+
+
+_CHUNK = 256  # windows per parallel task (one set of scratch arrays each)
+
+
 @nb.njit(cache=True, parallel=True)
 def _equalize_levels(q, out):
-    # counting sort over integer levels: O(p + range) per window instead of a comparison sort
-    n, p = q.shape
-    scale = 2.0 / (p - 1) if p > 1 else 0.0
-    for i in nb.prange(n):
-        lo = q[i, 0]
-        hi = q[i, 0]
-        for j in range(p):
-            lo = min(lo, q[i, j])
-            hi = max(hi, q[i, j])
-        count = np.zeros(hi - lo + 1, np.int64)
-        for j in range(p):
-            count[q[i, j] - lo] += 1
-        value = np.empty(hi - lo + 1)
-        start = 0
-        for b in range(hi - lo + 1):
-            value[b] = (start + 0.5 * (count[b] - 1)) * scale - 1.0  # mid-rank of the level's pixels
-            start += count[b]
-        for j in range(p):
-            out[i, j] = value[q[i, j] - lo]
+    n = q.shape[0]
+    for t in nb.prange((n + _CHUNK - 1) // _CHUNK):
+        count = np.empty(1024, np.int64)
+        value = np.empty(1024)
+        for i in range(t * _CHUNK, min(n, (t + 1) * _CHUNK)):
+            _rank_levels(q[i], out[i], count, value)
+
+
+@nb.njit(cache=True, parallel=True)
+def _plane_equalize(w, idx, D, P, out):
+    # mask, plane subtraction, rounding and equalization of each window in one pass (no (n, p) temporaries);
+    # the same arithmetic as apply_mask + subtract_plane + rint + equalize
+    n = w.shape[0]
+    p = len(idx)
+    for t in nb.prange((n + _CHUNK - 1) // _CHUNK):
+        x = np.empty(p)
+        q = np.empty(p, np.int64)
+        count = np.empty(1024, np.int64)
+        value = np.empty(1024)
+        for i in range(t * _CHUNK, min(n, (t + 1) * _CHUNK)):
+            c0 = 0.0
+            c1 = 0.0
+            c2 = 0.0
+            for j in range(p):
+                x[j] = w[i, idx[j]]
+                c0 += x[j] * P[0, j]
+                c1 += x[j] * P[1, j]
+                c2 += x[j] * P[2, j]
+            for j in range(p):
+                q[j] = int(np.rint(x[j] - (c0 * D[j, 0] + c1 * D[j, 1] + c2 * D[j, 2])))
+            _rank_levels(q, out[i], count, value)
 
 
 def equalize(pixels):
@@ -156,6 +198,17 @@ def preprocess(windows, *, mask=True, plane=True, equalize_hist=True):
     Without equalization the output is in grey levels / 255.
     Raises TypeError/ValueError for a wrong dtype or shape, or non-finite values.
     """
+    if mask and plane and equalize_hist:
+        # one numba pass; only with the mask: on the full 19x19 grid the plane is a rational function of the
+        # grey levels and residuals can fall exactly on .5, where rint would depend on the summation order
+        w = check_windows(windows, dtype=None)
+        if w.dtype not in (np.uint8, np.float64):
+            w = w.astype(np.float64)
+        out = np.empty((len(w), N_MASKED))
+        if len(w):
+            _plane_equalize(np.ascontiguousarray(w).reshape(len(w), WINDOW * WINDOW), _IDX_MASKED,
+                            _D_MASKED, _PINV_MASKED, out)
+        return out
     x = apply_mask(windows, mask)
     if plane:
         x = subtract_plane(x, mask)

@@ -3,8 +3,10 @@
 The image is shrunk by ``scale_factor`` repeatedly (Osuna et al. 1997, sec. 5: "rescaled several times");
 at each level every 19x19 window on a ``stride`` grid is a candidate. The linear :class:`Prefilter` is
 evaluated at every position at once: one correlation (``cv2.matchTemplate``) divided by the window's
-plane-residual norm, which comes from four integral images. The windows it passes are cut out together,
-preprocessed as one batch and scored as one batch. No Python code runs per window.
+plane-residual norm, which comes from four integral images. Stage 1 is screened the same way (one more
+correlation); the windows near or above its threshold get every later stage exactly, as one float32 product
+per chunk of windows. The windows passing all stages are cut out together, preprocessed as one batch and
+scored as one batch. No Python code runs per window.
 """
 from __future__ import annotations
 
@@ -17,6 +19,8 @@ from .preprocess import WINDOW
 
 _N = WINDOW * WINDOW
 _C = (WINDOW - 1) / 2
+# Screening margin on a normalized stage score (in [-1, 1]): the correlation's float32 error is ~2e-6 there
+_MARGIN = 1e-3
 
 
 def pyramid_scales(height, width, scale_factor=1.2, min_window=WINDOW, max_window=None):
@@ -35,35 +39,53 @@ def pyramid_scales(height, width, scale_factor=1.2, min_window=WINDOW, max_windo
     return scales
 
 
-def _window_sums(ii):
-    """Sums over every 19x19 window from an integral image (H+1, W+1) -> (H-18, W-18)."""
-    return ii[WINDOW:, WINDOW:] - ii[:-WINDOW, WINDOW:] - ii[WINDOW:, :-WINDOW] + ii[:-WINDOW, :-WINDOW]
+def _window_sums(ii, stride=1):
+    """Sums over the 19x19 windows at every ``stride``-th position from an integral image (H+1, W+1)
+    -> (ceil((H-18)/stride), ceil((W-18)/stride))."""
+    a, b = slice(WINDOW, None, stride), slice(None, -WINDOW, stride)
+    return ii[a, a] - ii[b, a] - ii[a, b] + ii[b, b]
 
 
-def prefilter_map(level, prefilter):
-    """Stage-0 scores w'z and plane-residual norms at every window position of a grey level image (h, w).
+def prefilter_map(level, prefilter, stride=1):
+    """Stage-0 scores w'z and plane-residual norms at the window positions (y, x) = (i, j) * ``stride`` of a
+    grey level image (h, w).
 
-    Returns (score, norm), both (h-18, w-18) float64; score equals ``prefilter.scores(windows)[:, 0]`` of the
-    windows there. Flat windows (residual RMS below MIN_CONTRAST grey levels) get score -inf.
+    Returns (score, norm), both (ceil((h-18)/stride), ceil((w-18)/stride)) float64 ((h-18, w-18) for stride 1);
+    score equals ``prefilter.scores(windows)[:, 0]`` of the windows there. Flat windows (residual RMS below
+    MIN_CONTRAST grey levels) get score -inf.
     """
     L = np.ascontiguousarray(level, dtype=np.float32)
     h, w = L.shape
-    corr = cv2.matchTemplate(L, prefilter.weights[0].astype(np.float32), cv2.TM_CCORR).astype(np.float64)
+    corr = cv2.matchTemplate(L, prefilter.weights[0].astype(np.float32), cv2.TM_CCORR)[::stride, ::stride]
     Ld = L.astype(np.float64)
     s1, s2 = cv2.integral2(Ld, sdepth=cv2.CV_64F, sqdepth=cv2.CV_64F)
     sx = cv2.integral(Ld * np.arange(w)[None, :], sdepth=cv2.CV_64F)
     sy = cv2.integral(Ld * np.arange(h)[:, None], sdepth=cv2.CV_64F)
-    S1, S2, SX, SY = (_window_sums(a) for a in (s1, s2, sx, sy))
-    x0 = np.arange(w - WINDOW + 1)[None, :] + _C
-    y0 = np.arange(h - WINDOW + 1)[:, None] + _C
+    S1, S2, SX, SY = (_window_sums(a, stride) for a in (s1, s2, sx, sy))
+    x0 = np.arange(0, w - WINDOW + 1, stride)[None, :] + _C
+    y0 = np.arange(0, h - WINDOW + 1, stride)[:, None] + _C
     mx = SX - x0 * S1  # sum of (x - centre) * pixel over the window
     my = SY - y0 * S1
     norm2 = S2 - S1 * S1 / _N - (mx * mx + my * my) / SUM_R2
     flat = norm2 < MIN_CONTRAST ** 2 * _N
     norm = np.sqrt(np.maximum(norm2, 1e-12))
     out = np.full(corr.shape, -np.inf)
-    np.divide(corr, norm, out=out, where=~flat)
+    np.divide(corr.astype(np.float64), norm, out=out, where=~flat)
     return out, norm
+
+
+def later_stages(L, ys, xs, norm, Wk, thresholds, chunk=2048):
+    """Bool (n,): windows (top-left corners ys, xs) of a float32 level L passing the later stages Wk (k, 361)
+    float32, given their plane-residual norms (n,). w_k is orthogonal to the plane, so w_k'z = w_k'x / norm
+    on the raw window. The float32 rows are gathered in chunks that stay in cache (all at once, the gather
+    of the windows passing stage 0, up to 60% of a level, is hundreds of MB and memory-bound)."""
+    ok = np.empty(len(ys), dtype=bool)
+    view = sliding_window_view(L, (WINDOW, WINDOW))
+    for i in range(0, len(ys), chunk):
+        j = slice(i, i + chunk)
+        X = view[ys[j], xs[j]].reshape(-1, _N)
+        ok[j] = np.all((X @ Wk.T) / norm[j, None] > thresholds, axis=1)
+    return ok
 
 
 def cut_windows(level, ys, xs):
@@ -87,21 +109,28 @@ def scan(grey, scorer, features, prefilter=None, *, scale_factor=1.2, stride=1, 
         raise ValueError(f"stride: must be >= 1, got {stride!r}")
     H, W = grey.shape
     boxes, windows = [], []
+    if prefilter is not None:
+        Wk = prefilter.weights[1:].reshape(len(prefilter.weights) - 1, _N).astype(np.float32)
+        W1 = Wk[0].reshape(WINDOW, WINDOW) if len(Wk) else None
     for s in pyramid_scales(H, W, scale_factor, min_window, max_window):
         size = (max(WINDOW, int(round(W / s))), max(WINDOW, int(round(H / s))))
         level = grey if size == (W, H) else cv2.resize(grey, size, interpolation=cv2.INTER_AREA)
         sx, sy = W / size[0], H / size[1]
         if prefilter is not None:
-            score0, norm = (m[::stride, ::stride] for m in prefilter_map(level, prefilter))
+            L = level.astype(np.float32)
+            score0, norm = prefilter_map(L, prefilter, stride)
             ys, xs = np.nonzero(score0 > prefilter.threshold)
             norm = norm[ys, xs]
             ys, xs = ys * stride, xs * stride
+            if len(Wk):
+                # stage 1 screened densely like stage 0 (one correlation), then decided exactly on the windows
+                # within _MARGIN of passing it: the screen only drops windows far below its threshold
+                corr1 = cv2.matchTemplate(L, W1, cv2.TM_CCORR)[ys, xs]
+                near = corr1 > (prefilter.thresholds[1] - _MARGIN) * norm
+                ys, xs, norm = ys[near], xs[near], norm[near]
+                ok = later_stages(L, ys, xs, norm, Wk, prefilter.thresholds[1:])
+                ys, xs = ys[ok], xs[ok]
             win = cut_windows(level, ys, xs)
-            # later stages: w_k is orthogonal to the plane, so w_k'z = w_k'x / norm on the raw window
-            Wk = prefilter.weights[1:].reshape(len(prefilter.weights) - 1, _N).astype(np.float32)
-            rest = (win.reshape(len(win), _N).astype(np.float32) @ Wk.T) / norm[:, None]
-            ok = np.all(rest > prefilter.thresholds[1:], axis=1)
-            ys, xs, win = ys[ok], xs[ok], win[ok]
         else:
             ys, xs = np.mgrid[0:size[1] - WINDOW + 1:stride, 0:size[0] - WINDOW + 1:stride].reshape(2, -1)
             win = cut_windows(level, ys, xs)

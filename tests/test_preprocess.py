@@ -68,6 +68,17 @@ def test_ablation_flags_change_dimension(patches):
     np.testing.assert_allclose(raw, patches[:, MASK] / 255.0)
 
 
+def test_fused_pass_equals_the_steps(patches):
+    # the one-pass numba path (uint8 and float windows; a residual range of ~8000 levels grows its scratch)
+    # against mask -> plane -> rint -> equalize as separate batched steps
+    rng = np.random.default_rng(1)
+    wide = patches[:50].astype(np.float64) * 30 + rng.normal(0, 0.3, (50, 19, 19))
+    for w in (patches, wide, patches[:7].astype(np.float32)):
+        steps = equalize(np.rint(subtract_plane(apply_mask(w))).astype(np.int64))
+        np.testing.assert_array_equal(preprocess(w), steps)
+    assert preprocess(patches[:0]).shape == (0, N_MASKED)
+
+
 def test_flat_window_equalizes_to_zero():
     np.testing.assert_array_equal(preprocess(np.full((1, 19, 19), 77, np.uint8)), 0.0)
 

@@ -1,14 +1,17 @@
 """Scoring, dense prefilter, pyramid scanning and merging, checked against brute force on real images."""
+from pathlib import Path
+
 import cv2
 import numpy as np
 import pytest
 from sklearn.svm import SVC as SkSVC
 
+from facedet.detector import Detector
 from facedet.features import normalized_pixels, window_features
 from facedet.imageio import read_grey
 from facedet.merge import box_iou, merge_detections
 from facedet.patches import augment
-from facedet.scan import cut_windows, prefilter_map, pyramid_scales, scan
+from facedet.scan import _MARGIN, cut_windows, prefilter_map, pyramid_scales, scan
 from facedet.scoring import DecisionScorer, Prefilter, QuadraticScorer, make_scorer
 
 
@@ -66,6 +69,27 @@ def test_prefilter_map_equals_window_scores(astro, prefilter):
     flat = ~np.any(normalized_pixels(win), axis=1)
     np.testing.assert_allclose(score[ys, xs][~flat], ref[~flat], atol=1e-5)
     assert np.isinf(score[ys, xs][flat]).all()
+
+
+@pytest.mark.parametrize("stride", [2, 3])
+def test_prefilter_map_stride_is_the_subsampled_map(astro, prefilter, stride):
+    level = cv2.resize(astro, (211, 187), interpolation=cv2.INTER_AREA)
+    full = prefilter_map(level, prefilter)
+    for a, b in zip(prefilter_map(level, prefilter, stride), full):
+        np.testing.assert_array_equal(a, b[::stride, ::stride])
+
+
+def test_dense_stage1_screen_within_margin(astro):
+    # scan drops windows whose dense (correlation) stage-1 score is _MARGIN below the threshold: the
+    # correlation must agree with the exact stage score far within that margin (shipped 8-stage cascade)
+    prefilter = Detector.load(Path(__file__).parents[1] / "models" / "default_detector.npz").prefilter
+    level = cv2.resize(astro, (256, 256), interpolation=cv2.INTER_AREA)
+    score, norm = prefilter_map(level, prefilter)
+    ys, xs = np.nonzero(np.isfinite(score))
+    ref = prefilter.scores(cut_windows(level, ys, xs))[:, 1]
+    dense = cv2.matchTemplate(level.astype(np.float32), prefilter.weights[1].astype(np.float32),
+                              cv2.TM_CCORR)[ys, xs] / norm[ys, xs]
+    assert np.abs(dense - ref).max() < _MARGIN / 100
 
 
 def test_prefilter_keeps_faces_rejects_nonfaces(subset, prefilter):
