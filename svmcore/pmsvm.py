@@ -211,49 +211,42 @@ def approximation_error(p=-1.0, n_anchors=3, step=0.01):
 
 
 # --- the O(d) evaluation with lookup tables --------------------------------------------------------
+@nb.njit(cache=True, fastmath=True, inline="always")
+def _lut_add(out, i, table, j, s):
+    """out[i] += T_j at table position s (linear interpolation; 0 below the first node, clamped at the last)."""
+    top = table.shape[2] - 1
+    if s <= 0.0:
+        return  # every table row starts at g_j(0) = 0
+    if s >= top:
+        for m in range(table.shape[0]):
+            out[i, m] += table[m, j, top]
+        return
+    k = int(s)
+    w = s - k
+    for m in range(table.shape[0]):
+        out[i, m] += table[m, j, k] + w * (table[m, j, k + 1] - table[m, j, k])
+
+
 @nb.njit(cache=True, parallel=True, fastmath=True)
 def _lut_dense(X, table, inv_step, intercept, out):
     n, d = X.shape
-    n_models, _, n_bins = table.shape
-    top = n_bins - 1
+    n_models = table.shape[0]
     for i in nb.prange(n):
         for m in range(n_models):
             out[i, m] = intercept[m]
         for j in range(d):
-            s = X[i, j] * inv_step
-            if s <= 0.0:
-                continue  # every table row starts at g_j(0) = 0
-            if s >= top:
-                for m in range(n_models):
-                    out[i, m] += table[m, j, top]
-                continue
-            k = int(s)
-            w = s - k
-            for m in range(n_models):
-                out[i, m] += table[m, j, k] + w * (table[m, j, k + 1] - table[m, j, k])
+            _lut_add(out, i, table, j, X[i, j] * inv_step)
 
 
 @nb.njit(cache=True, parallel=True, fastmath=True)
 def _lut_csr(indptr, indices, data, table, inv_step, intercept, out):
     n = indptr.shape[0] - 1
-    n_models, _, n_bins = table.shape
-    top = n_bins - 1
+    n_models = table.shape[0]
     for i in nb.prange(n):
         for m in range(n_models):
             out[i, m] = intercept[m]
         for q in range(indptr[i], indptr[i + 1]):
-            j = indices[q]
-            s = data[q] * inv_step
-            if s <= 0.0:
-                continue
-            if s >= top:
-                for m in range(n_models):
-                    out[i, m] += table[m, j, top]
-                continue
-            k = int(s)
-            w = s - k
-            for m in range(n_models):
-                out[i, m] += table[m, j, k] + w * (table[m, j, k + 1] - table[m, j, k])
+            _lut_add(out, i, table, indices[q], data[q] * inv_step)
 
 
 def lut_decision(X, table, x_max, intercept):
