@@ -12,9 +12,19 @@ The solver keeps the columns it has fetched in one :class:`ColumnCache`, whateve
 """
 from __future__ import annotations
 
+import numba as nb
 import numpy as np
 
 from .kernels import KernelSpec, kernel_block, kernel_diagonal, row_norms_sq
+
+
+@nb.njit(cache=True)
+def store_rows(data, slots, active, block):
+    """data[slots[r], active] = block[r] (the cache keeps full-length columns)."""
+    for r in range(slots.shape[0]):
+        row = data[slots[r]]
+        for s in range(active.shape[0]):
+            row[active[s]] = block[r, s]
 
 
 class ColumnCache:
@@ -59,7 +69,6 @@ class ColumnCache:
         if self.full[victims[0]]:
             self.data[victims] = block
         else:
-            from .smo import store_rows
             store_rows(self.data, victims, active, np.ascontiguousarray(block))
 
 

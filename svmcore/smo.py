@@ -308,15 +308,6 @@ def _iterate(G, alpha, y, C, diag, active, io, fo, data, slot_of, last_used, q, 
 
 
 @nb.njit(cache=True)
-def store_rows(data, slots, active, block):
-    """data[slots[r], active] = block[r] (the cache keeps full-length columns)."""
-    for r in range(slots.shape[0]):
-        row = data[slots[r]]
-        for s in range(active.shape[0]):
-            row[active[s]] = block[r, s]
-
-
-@nb.njit(cache=True)
 def _add_rows(G, rows_of, block, coef):
     """G[rows_of] += coef @ block (block: (k, len(rows_of)) float32), accumulated in float64."""
     for r in range(coef.shape[0]):
