@@ -55,20 +55,25 @@ class Detector:
     prefilter: a :class:`facedet.scoring.Prefilter` cascade, or None to score every window with the SVM;
     scale_factor (> 1): pyramid step; stride (px, at each level): window step; min_size / max_size: smallest
     and largest face box side in original pixels (max None: the image); threshold: SVM decision value above
-    which a window is a face; merge_iou: windows overlapping this much (IoU) are merged into one detection;
+    which a window is a face; refine: with stride > 1, the off-grid windows next to every grid window scoring
+    above threshold - refine are scored too (coarse-to-fine, :func:`facedet.scan.scan`; None: off);
+    merge_iou: windows overlapping this much (IoU) are merged into one detection;
     min_neighbors: detections made of fewer windows are dropped; box: (dx, dy, scale) maps a window of side s
     at (x, y) to the face box of side scale*s centred at (x + s/2 + dx*s, y + s/2 + dy*s).
     Raises ValueError/TypeError for out-of-range parameters.
     """
 
     def __init__(self, classifier, prefilter=None, *, scale_factor=1.2, stride=2, min_size=20, max_size=None,
-                 threshold=0.0, merge_iou=0.3, min_neighbors=2, box=(0.0, 0.0, 1.0), features="osuna"):
+                 threshold=0.0, refine=None, merge_iou=0.3, min_neighbors=2, box=(0.0, 0.0, 1.0),
+                 features="osuna"):
         check_scalar(scale_factor, "scale_factor", lo=1, lo_open=True)
         check_scalar(stride, "stride", lo=1, integer=True)
         check_scalar(min_size, "min_size", lo=1)
         if max_size is not None:
             check_scalar(max_size, "max_size", lo=min_size)
         check_scalar(threshold, "threshold")
+        if refine is not None:
+            check_scalar(refine, "refine", lo=0)
         check_scalar(merge_iou, "merge_iou", lo=0, hi=1, lo_open=True)
         check_scalar(min_neighbors, "min_neighbors", lo=1, integer=True)
         box = tuple(float(check_scalar(b, "box")) for b in box)
@@ -90,6 +95,7 @@ class Detector:
         self.min_size = float(min_size)
         self.max_size = None if max_size is None else float(max_size)
         self.threshold = float(threshold)
+        self.refine = None if refine is None else float(refine)
         self.merge_iou = float(merge_iou)
         self.min_neighbors = int(min_neighbors)
         self.box = box
@@ -97,7 +103,8 @@ class Detector:
     def params(self):
         """Scanning parameters as a JSON-able dict (the keyword arguments of the constructor)."""
         return {"scale_factor": self.scale_factor, "stride": self.stride, "min_size": self.min_size,
-                "max_size": self.max_size, "threshold": self.threshold, "merge_iou": self.merge_iou,
+                "max_size": self.max_size, "threshold": self.threshold, "refine": self.refine,
+                "merge_iou": self.merge_iou,
                 "min_neighbors": self.min_neighbors, "box": list(self.box)}
 
     def with_params(self, **params):
@@ -135,7 +142,7 @@ class Detector:
         return scan(as_grey(image), self._scorer, self._features, self.prefilter,
                     scale_factor=self.scale_factor, stride=self.stride, min_window=self.min_size / k,
                     max_window=None if self.max_size is None else self.max_size / k,
-                    threshold=self.threshold, return_windows=return_windows)
+                    threshold=self.threshold, refine=self.refine, return_windows=return_windows)
 
     def detect(self, image):
         """Faces in ``image`` ((H, W) grey or (H, W, 3) RGB uint8): (k, 5) float64 [x, y, w, h, score], best first.

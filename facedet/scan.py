@@ -93,12 +93,26 @@ def cut_windows(level, ys, xs):
     return sliding_window_view(level, (WINDOW, WINDOW))[ys, xs]
 
 
+def neighbours(ys, xs, stride, n_rows, n_cols):
+    """The off-grid window positions within ``stride - 1`` pixels of grid positions (ys, xs) (multiples of
+    ``stride``) on a level with n_rows x n_cols window positions: (ny, nx) int arrays, unique, row-major."""
+    d = np.arange(1 - stride, stride)
+    ny = (ys[:, None] + np.repeat(d, len(d))[None, :]).ravel()
+    nx = (xs[:, None] + np.tile(d, len(d))[None, :]).ravel()
+    ok = (ny >= 0) & (ny < n_rows) & (nx >= 0) & (nx < n_cols) & ((ny % stride != 0) | (nx % stride != 0))
+    lin = np.unique(ny[ok] * n_cols + nx[ok])
+    return lin // n_cols, lin % n_cols
+
+
 def scan(grey, scorer, features, prefilter=None, *, scale_factor=1.2, stride=1, min_window=WINDOW,
-         max_window=None, threshold=0.0, return_windows=False):
+         max_window=None, threshold=0.0, refine=None, return_windows=False):
     """Every window scoring above ``threshold``, as boxes in original pixels.
 
     grey: (H, W) uint8 image. scorer: feature rows (n, p) -> scores (n,). features: windows
     (n, 19, 19) -> rows (n, p). prefilter: a :class:`facedet.scoring.Prefilter` cascade or None (score every window).
+    refine: with stride > 1, the off-grid windows within stride - 1 pixels of every grid window scoring above
+    ``threshold - refine`` are scored too (through the prefilter if any): coarse-to-fine, a stride-1 scan
+    around the promising windows only. None: the grid alone.
     Returns boxes (k, 5) float64 [x, y, w, h, score] of the 19 s x 19 s windows (not yet calibrated to face
     boxes nor merged); with ``return_windows``, also the (k, 19, 19) uint8 windows as scored (for bootstrapping).
     """
@@ -137,6 +151,16 @@ def scan(grey, scorer, features, prefilter=None, *, scale_factor=1.2, stride=1, 
         if len(ys) == 0:
             continue
         score = scorer(features(win))
+        if refine is not None and stride > 1:
+            near = score > threshold - refine
+            ny, nx = neighbours(ys[near], xs[near], stride, size[1] - WINDOW + 1, size[0] - WINDOW + 1)
+            nwin = cut_windows(level, ny, nx)
+            if prefilter is not None and len(ny):
+                ok = prefilter.accept(prefilter.scores(nwin))
+                ny, nx, nwin = ny[ok], nx[ok], nwin[ok]
+            if len(ny):
+                ys, xs, win = np.r_[ys, ny], np.r_[xs, nx], np.concatenate([win, nwin])
+                score = np.r_[score, scorer(features(nwin))]
         keep = score > threshold
         if not keep.any():
             continue

@@ -107,7 +107,7 @@ def test_pyramid_scales():
         pyramid_scales(100, 100, 1.0)
 
 
-def brute_force(grey, score_fn, scale_factor, min_window):
+def brute_force(grey, score_fn, scale_factor, min_window, stride=2):
     """Every window of every level, one at a time (the reference the batched scan must reproduce)."""
     H, W = grey.shape
     rows = []
@@ -115,8 +115,8 @@ def brute_force(grey, score_fn, scale_factor, min_window):
         size = (max(19, int(round(W / s))), max(19, int(round(H / s))))
         level = cv2.resize(grey, size, interpolation=cv2.INTER_AREA)
         sx, sy = W / size[0], H / size[1]
-        for y in range(0, size[1] - 18, 2):
-            for x in range(0, size[0] - 18, 2):
+        for y in range(0, size[1] - 18, stride):
+            for x in range(0, size[0] - 18, stride):
                 w = level[y:y + 19, x:x + 19][None]
                 rows.append([x * sx, y * sy, 19 * sx, 19 * sy, score_fn(w)])
     return np.array(rows)
@@ -143,6 +143,42 @@ def test_scan_equals_brute_force(astro, svm, prefilter):
     assert len(ref) > 0
     np.testing.assert_allclose(got, ref, rtol=0, atol=2e-5)
     np.testing.assert_allclose(scorer(window_features(win)), got[:, 4])
+
+
+def _level_positions(boxes):
+    """(level side, y, x) in level pixels of scan boxes in original pixels."""
+    s = boxes[:, 2] / 19
+    return np.column_stack([np.round(boxes[:, 2], 6), np.round(boxes[:, 1] / s), np.round(boxes[:, 0] / s)])
+
+
+def _rows(a):
+    return a[np.lexsort(a.T[::-1])]
+
+
+def test_refine_is_stride_1_next_to_promising_windows(astro, svm, prefilter):
+    grey = astro[80:180, 170:280]
+    scorer = make_scorer(svm)
+    kw = dict(scale_factor=1.3, min_window=30)
+    full = scan(grey, scorer, window_features, None, stride=1, threshold=-np.inf, **kw)
+    # refine = inf: every grid window is promising, so the scan is the full stride-1 scan
+    got = scan(grey, scorer, window_features, None, stride=2, threshold=-np.inf, refine=np.inf, **kw)
+    np.testing.assert_allclose(_rows(got), _rows(full), atol=2e-5)
+    # finite: the grid windows above threshold, plus the off-grid ones within 1 px of a grid window above
+    # threshold - refine (most off-grid windows are not, and are never scored)
+    th, refine = 0.0, 0.5
+    grid = scan(grey, scorer, window_features, None, stride=2, threshold=th - refine, **kw)
+    got = scan(grey, scorer, window_features, None, stride=2, threshold=th, refine=refine, **kw)
+    pf, pg = _level_positions(full), _level_positions(grid)
+    on_grid = (pf[:, 1] % 2 == 0) & (pf[:, 2] % 2 == 0)
+    near = np.array([np.any((pg[:, 0] == a) & (np.abs(pg[:, 1] - b) <= 1) & (np.abs(pg[:, 2] - c) <= 1))
+                     for a, b, c in pf])
+    expected = full[(full[:, 4] > th) & (on_grid | near)]
+    assert (~on_grid & near & (full[:, 4] > th)).any() and near[~on_grid].mean() < 0.2
+    np.testing.assert_allclose(_rows(got), _rows(expected), atol=2e-5)
+    # with a prefilter, every refined window passes it too
+    got, win = scan(grey, scorer, window_features, prefilter, stride=2, threshold=th, refine=refine,
+                    return_windows=True, **kw)
+    assert len(got) and prefilter.accept(prefilter.scores(win)).all()
 
 
 def test_scan_rejects_bad_image(svm):
