@@ -305,20 +305,51 @@ def _shuffle(index, size, state):
 
 @nb.njit(cache=True)
 def _margin(i, indptr, indices, codes, ev, w, bias_w):
+    """sum over the nonzeros q of row i of e(x_q)^T w_j (e(x_q) = ev[codes[q]]), plus bias_w."""
     f = 0.0
-    for q in range(indptr[i], indptr[i + 1]):
-        j = indices[q]
-        c = codes[q]
-        for b in range(ev.shape[1]):
-            f += ev[c, b] * w[j, b]
+    if ev.shape[1] == 3:  # the paper's basis, written out: 1.2-1.4x faster on USPS / CBCL HOG than the loop
+        for q in range(indptr[i], indptr[i + 1]):
+            j = indices[q]
+            c = codes[q]
+            f += ev[c, 0] * w[j, 0] + ev[c, 1] * w[j, 1] + ev[c, 2] * w[j, 2]
+    else:
+        for q in range(indptr[i], indptr[i + 1]):
+            j = indices[q]
+            c = codes[q]
+            for b in range(ev.shape[1]):
+                f += ev[c, b] * w[j, b]
     return f + bias_w
 
 
+@nb.njit(cache=True)
+def _add_row(i, indptr, indices, codes, beta, w, step):
+    """w_j += step * beta(x_q) for the nonzeros q of row i (beta(x_q) = beta[codes[q]])."""
+    if beta.shape[1] == 3:
+        for q in range(indptr[i], indptr[i + 1]):
+            j = indices[q]
+            c = codes[q]
+            w[j, 0] += step * beta[c, 0]
+            w[j, 1] += step * beta[c, 1]
+            w[j, 2] += step * beta[c, 2]
+    else:
+        for q in range(indptr[i], indptr[i + 1]):
+            j = indices[q]
+            c = codes[q]
+            for b in range(beta.shape[1]):
+                w[j, b] += step * beta[c, b]
+
+
 @nb.njit(cache=True, parallel=True)
-def _dcd(indptr, indices, codes, ev, beta, qdiag, Y, upper, diag, tol, max_iter, seeds, W, bias, alpha, n_iter):
+def _dcd(indptr, indices, codes, ev, beta, qdiag, Y, upper, diag, tol, max_iter, seeds, W, bias, alpha, n_iter,
+         n_passes):
     """Dual CD with shrinking (Hsieh et al. 2008; Wu's Algorithm 3) for each row of Y (one binary problem).
 
-    LIBLINEAR's form: hinge loss upper = C, diag = 0; squared hinge upper = inf, diag = 1/(2C).
+    LIBLINEAR's form (solve_l2r_l1l2_svc): hinge loss upper = C, diag = 0; squared hinge upper = inf,
+    diag = 1/(2C). Shrinking: a variable at a bound whose gradient lies beyond the previous epoch's PG
+    extreme (PGmax_old / PGmin_old) leaves the active set; when the PG spread of the active set is <= tol,
+    one more epoch runs on all samples, and the solver stops only if that full epoch also has spread <= tol.
+    n_iter[m] counts epochs (LIBLINEAR's #iter, shrunk or not); n_passes[m] counts gradient evaluations
+    divided by the number of samples of the problem, i.e. the work in full-data passes.
     """
     n_models = Y.shape[0]
     for m in nb.prange(n_models):
@@ -332,9 +363,11 @@ def _dcd(indptr, indices, codes, ev, beta, qdiag, Y, upper, diag, tol, max_iter,
         pg_max_old = np.inf
         pg_min_old = -np.inf
         it = 0
+        visits = 0
         while it < max_iter:
             pg_max = -np.inf
             pg_min = np.inf
+            visits += active
             state = _shuffle(index, active, state)
             s = 0
             while s < active:
@@ -363,11 +396,7 @@ def _dcd(indptr, indices, codes, ev, beta, qdiag, Y, upper, diag, tol, max_iter,
                     old = a[i]
                     a[i] = min(max(old - G / qdiag[i], 0.0), upper)
                     delta = (a[i] - old) * y[i]
-                    for q in range(indptr[i], indptr[i + 1]):
-                        j = indices[q]
-                        c = codes[q]
-                        for b in range(beta.shape[1]):
-                            w[j, b] += delta * beta[c, b]
+                    _add_row(i, indptr, indices, codes, beta, w, delta)
                     bias[m] += delta
                 s += 1
             it += 1
@@ -381,6 +410,7 @@ def _dcd(indptr, indices, codes, ev, beta, qdiag, Y, upper, diag, tol, max_iter,
             pg_max_old = pg_max if pg_max > 0.0 else np.inf
             pg_min_old = pg_min if pg_min < 0.0 else -np.inf
         n_iter[m] = it
+        n_passes[m] = visits / max(n, 1)
 
 
 @nb.njit(cache=True, parallel=True)
@@ -413,11 +443,7 @@ def _sgd(indptr, indices, codes, ev, beta, Y, C, tol, max_iter, seeds, W, bias, 
                 scale *= 1.0 - 1.0 / (t + 1)
                 if y[i] * f < 1.0:
                     step = eta * y[i] / scale
-                    for q in range(indptr[i], indptr[i + 1]):
-                        j = indices[q]
-                        c = codes[q]
-                        for b in range(beta.shape[1]):
-                            v[j, b] += step * beta[c, b]
+                    _add_row(i, indptr, indices, codes, beta, v, step)
                     vb += step
                 if scale < 1e-9:  # fold the scale back into v before it underflows
                     v *= scale
@@ -503,7 +529,10 @@ class PmSVM(BaseEstimator):
     intercept_ : (n_models,) float64.
     x_max_ : float, the feature unit s (largest training value). table_ : (n_models, d, lut_bins) float64
     if lut_bins, the per-dimension lookup table (rebuilt from coef_ on load). n_iter_ : (n_models,) int64
-    epochs used. alpha_ : (n_models, n_samples) dual variables (after fit only; not saved).
+    epochs used (LIBLINEAR's iteration count: an epoch over the shrunk active set counts as one).
+    n_passes_ : (n_models,) float64, gradient evaluations / samples of the binary problem, the work in
+    full-data passes (DCD: < n_iter_ once shrinking removes bounded variables; SGD: = n_iter_).
+    alpha_ : (n_models, n_samples) dual variables. n_passes_ and alpha_ exist after fit only (not saved).
 
     Raises ValueError for negative, NaN or infinite features, p > 0, a single class, or bad
     hyperparameters; TypeError for non-numeric input.
@@ -568,13 +597,15 @@ class PmSVM(BaseEstimator):
         n, d = X.shape
         n_basis = len(anchors)
         u = X.data / x_max
+        # 32-bit indices and codes when they fit: less memory traffic per coordinate step (1.1x on CBCL HOG)
+        itype = np.int32 if X.nnz < 2 ** 31 else np.int64
         if self.lut_bins is None:
-            codes = np.arange(X.nnz, dtype=np.int64)
+            codes = np.arange(X.nnz, dtype=itype)
             ev = explanatory_variables(u, n_basis)
             beta = regression_weights(u, anchors, self.p)
         else:
             nodes = np.linspace(0.0, 1.0, self.lut_bins)
-            codes = np.minimum(np.rint(u * (self.lut_bins - 1)), self.lut_bins - 1).astype(np.int64)
+            codes = np.minimum(np.rint(u * (self.lut_bins - 1)), self.lut_bins - 1).astype(itype)
             ev = explanatory_variables(nodes, n_basis)
             beta = regression_weights(nodes, anchors, self.p)
         beta *= x_max  # back to feature units: k(q, x) = s k(q/s, x/s)
@@ -588,17 +619,20 @@ class PmSVM(BaseEstimator):
         W = np.zeros((n_models, d, n_basis))
         bias = np.zeros(n_models)
         n_iter = np.zeros(n_models, dtype=np.int64)
-        indptr, indices = X.indptr.astype(np.int64), X.indices.astype(np.int64)
+        indptr, indices = X.indptr.astype(itype), X.indices.astype(itype)
         if self.solver == "dcd":
             upper, diag = (float(self.C), 0.0) if self.loss == "hinge" else (np.inf, 0.5 / self.C)
             qdiag = np.asarray(X.sum(axis=1)).ravel() + 1.0 + diag  # k(x, x) = sum_j x_j, +1 for the bias
             alpha = np.zeros((n_models, n))
+            n_passes = np.zeros(n_models)
             _dcd(indptr, indices, codes, ev, beta, qdiag, Y, upper, diag, float(self.tol), int(self.max_iter),
-                 seeds, W, bias, alpha, n_iter)
+                 seeds, W, bias, alpha, n_iter, n_passes)
             self.alpha_ = alpha
+            self.n_passes_ = n_passes
         else:
             _sgd(indptr, indices, codes, ev, beta, Y, float(self.C), float(self.tol), int(self.max_iter),
                  seeds, W, bias, n_iter)
+            self.n_passes_ = n_iter.astype(np.float64)  # every SGD epoch visits every sample
         self.coef_ = W
         self.intercept_ = bias
         self.n_iter_ = n_iter

@@ -125,6 +125,32 @@ def test_dcd_reaches_the_exact_kernel_dual_optimum(usps):
         assert obj >= opt - 1e-9 and (obj - opt) / abs(opt) < rel, (n_anchors, obj, opt)
 
 
+def test_shrinking_stops_at_kkt_on_all_samples(usps):
+    # Shrinking (LIBLINEAR's PGmax_old / PGmin_old rule) drops bounded variables from the epochs; the solver may
+    # only stop after a full epoch over all samples. So the returned point must satisfy the KKT conditions of
+    # the box dual on every sample, including those that were shrunk: the projected gradient
+    # PG_i = y_i f(x_i) - 1 (clipped at the bounds) has spread <= tol, up to the drift of the last epoch.
+    X, y = usps[0][:600], usps[1][:600]
+    for C, loss in ((0.1, "hinge"), (1.0, "hinge"), (0.1, "squared_hinge")):
+        tol = 1e-3
+        m = PmSVM(C=C, lut_bins=None, tol=tol, max_iter=3000, loss=loss, random_state=0).fit(X, y == 3)
+        a = m.alpha_[0]
+        ys = np.where(y == 3, 1.0, -1.0)
+        G = ys * m.decision_function(X) - 1.0  # the solver's gradient: same regression, same bias
+        upper = C if loss == "hinge" else np.inf
+        if loss == "squared_hinge":
+            G += a * 0.5 / C
+        pg = np.where(a <= 0, np.minimum(G, 0), np.where(a >= upper, np.maximum(G, 0), G))
+        assert m.n_iter_[0] < 3000
+        assert pg.max() - pg.min() <= 2 * tol, (C, loss, pg.max() - pg.min())
+        # shrinking did remove work: fewer full-data passes than epochs
+        assert 1.0 <= m.n_passes_[0] < m.n_iter_[0], (m.n_passes_, m.n_iter_)
+        bounded = (a == 0) | (a == upper)
+        assert bounded.mean() > 0.5  # most variables sit at a bound: the ones shrinking may drop
+    sgd = PmSVM(C=0.1, solver="sgd", max_iter=5, random_state=0).fit(X, y)
+    np.testing.assert_array_equal(sgd.n_passes_, sgd.n_iter_)
+
+
 def test_learned_weights_are_the_eq40_expansion(usps):
     X, y, Xt, _ = usps
     m = PmSVM(C=0.1, lut_bins=None, random_state=0).fit(X[:500], y[:500] == 7)
