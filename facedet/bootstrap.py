@@ -74,11 +74,14 @@ def train_detector(X, y, *, negative_images=(), augmentation=None, callback=None
 def mine_negatives(detector, images, max_per_image=300, callback=None):
     """False positives of ``detector`` on face-free grey images.
 
-    Every window above the threshold is a false positive. Returns (windows (n, 19, 19) uint8: at most
+    Every window above the threshold is a false positive. The scan stays on the stride grid (no ``refine``):
+    off-grid false positives are near-copies of grid ones, and refining around the thousands of windows an
+    early-round detector accepts would make it a full stride-1 scan. Returns (windows (n, 19, 19) uint8: at most
     ``max_per_image`` of the highest-scoring ones per image, so one texture cannot flood the training set;
     false-positive windows per image (m,); false-positive detections per image after merging (m,)).
     """
     found, n_windows, n_dets = [], [], []
+    detector = detector.with_params(refine=None)
     for i, g in enumerate(images):
         boxes, win = detector.scan_windows(g, return_windows=True)
         n_windows.append(len(boxes))
@@ -134,17 +137,16 @@ def bootstrap(detector, negative_images, rounds, *, features=None, labels=None, 
     return detector, features, labels, table
 
 
-def calibrate_box(detector, items, sizes=(0.5, 1.1)):
-    """Fit the window-to-face-box map (dx, dy, scale) on annotated images; returns (detector, n faces used).
+def best_windows(detector, items, sizes=(0.5, 1.1)):
+    """The best-scoring window at every annotated face: the face as the SVM sees it best.
 
     items: iterable of (image, truth boxes (m, 4) xywh). For every truth box of side w, all windows of
-    sides ``sizes[0]*w .. sizes[1]*w`` whose centre lies within w/4 of the box centre are scored by the SVM
-    (every window, no prefilter, no threshold); the best-scoring window (x, y, s) gives
-    ((cx_t - x - s/2) / s, (cy_t - y - s/2) / s, w / s), and the map is the median over the faces.
-    So the calibration does not depend on what the detector happens to find. Calibrate on training images
-    only. Raises ValueError if no face is large enough to fit a window.
+    sides ``sizes[0]*w .. sizes[1]*w`` (pyramid step 1.05, stride 1) whose centre lies within w/4 of the box
+    centre are scored by the SVM (every window, no prefilter, no threshold). Faces too small for a 19x19
+    window are skipped. Returns (windows (k, 19, 19) uint8, rel (k, 3) float64): each face's best window and
+    its map to the truth box, ((cx_t - x - s/2) / s, (cy_t - y - s/2) / s, w / s) for the window (x, y, s).
     """
-    rel = []
+    found, rel = [], []
     for img, truth in items:
         g = as_grey(img)
         for x, y, w, h in np.asarray(truth, dtype=np.float64).reshape(-1, 4):
@@ -155,18 +157,33 @@ def calibrate_box(detector, items, sizes=(0.5, 1.1)):
             lo = max(sizes[0] * w, 19.0)
             if min(crop.shape) < lo:
                 continue
-            boxes = scan(crop, detector.score_features, window_features, None, scale_factor=1.05, stride=1, min_window=lo,
-                         max_window=sizes[1] * w, threshold=-np.inf)
+            boxes, win = scan(crop, detector.score_features, detector.window_features, None, scale_factor=1.05,
+                              stride=1, min_window=lo, max_window=sizes[1] * w, threshold=-np.inf,
+                              return_windows=True)
             wx, wy = boxes[:, 0] + boxes[:, 2] / 2 + x0, boxes[:, 1] + boxes[:, 3] / 2 + y0
-            near = (np.abs(wx - cx) <= w / 4) & (np.abs(wy - cy) <= w / 4)
-            if not near.any():
+            near = np.flatnonzero((np.abs(wx - cx) <= w / 4) & (np.abs(wy - cy) <= w / 4))
+            if len(near) == 0:
                 continue
-            b = boxes[near][np.argmax(boxes[near, 4])]
-            s = b[2]
-            rel.append([(cx - b[0] - x0 - s / 2) / s, (cy - b[1] - y0 - s / 2) / s, w / s])
-    if not rel:
+            i = near[np.argmax(boxes[near, 4])]
+            s = boxes[i, 2]
+            found.append(win[i])
+            rel.append([(cx - boxes[i, 0] - x0 - s / 2) / s, (cy - boxes[i, 1] - y0 - s / 2) / s, w / s])
+    if not found:
+        return np.empty((0, 19, 19), np.uint8), np.empty((0, 3))
+    return np.stack(found), np.array(rel)
+
+
+def calibrate_box(detector, items, sizes=(0.5, 1.1)):
+    """Fit the window-to-face-box map (dx, dy, scale) on annotated images; returns (detector, n faces used).
+
+    The map is the median over the faces of the best windows' maps (:func:`best_windows`), so it does not
+    depend on what the detector happens to find. Calibrate on training images only. Raises ValueError if
+    no face is large enough to fit a window.
+    """
+    _, rel = best_windows(detector, items, sizes)
+    if len(rel) == 0:
         raise ValueError("calibrate_box: no annotated face large enough for a 19x19 window")
-    box = tuple(float(v) for v in np.median(np.array(rel), axis=0))
+    box = tuple(float(v) for v in np.median(rel, axis=0))
     return detector.with_params(box=box), len(rel)
 
 

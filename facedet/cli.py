@@ -26,12 +26,14 @@ MODEL_NAME = "default_detector.npz"
 
 
 def default_model_path() -> Path:
-    """$FACEDET_MODEL, else models/default_detector.npz beside the package (source or editable install)."""
+    """$FACEDET_MODEL, else models/default_detector.npz beside the package (source or editable install), else
+    <sys.prefix>/share/facedet/models/default_detector.npz (where a wheel install puts it)."""
     env = os.environ.get("FACEDET_MODEL")
     if env:
         return Path(env)
     here = Path(__file__).resolve().parent
-    for candidate in (here / "models" / MODEL_NAME, here.parent / "models" / MODEL_NAME):
+    for candidate in (here / "models" / MODEL_NAME, here.parent / "models" / MODEL_NAME,
+                      Path(sys.prefix) / "share" / "facedet" / "models" / MODEL_NAME):
         if candidate.is_file():
             return candidate
     return here.parent / "models" / MODEL_NAME
@@ -249,13 +251,20 @@ def detect(
                                                          "surer faces)."),
     min_size: Optional[float] = typer.Option(None, help="Smallest face side in pixels (default: the model's, 20)."),
     min_neighbors: Optional[int] = typer.Option(None, help="Drop detections made of fewer windows."),
+    scale_factor: Optional[float] = typer.Option(None, help="Pyramid step > 1 (smaller: more scales, slower)."),
+    stride: Optional[int] = typer.Option(None, help="Window step in pixels at each pyramid level."),
+    refine: Optional[float] = typer.Option(None, help="Also score the off-grid windows next to grid windows "
+                                                      "scoring above threshold - REFINE (stride > 1); < 0: off."),
 ):
     """Find faces in images."""
     from .imageio import ImageError, read_rgb, write_image
 
     det = _load_detector(model)
-    overrides = {k: v for k, v in (("threshold", threshold), ("min_size", min_size),
-                                   ("min_neighbors", min_neighbors)) if v is not None}
+    overrides = {k: v for k, v in (("threshold", threshold), ("min_size", min_size), ("min_neighbors", min_neighbors),
+                                   ("scale_factor", scale_factor), ("stride", stride), ("refine", refine))
+                 if v is not None}
+    if overrides.get("refine", 0) < 0:
+        overrides["refine"] = None
     if overrides:
         try:
             det = det.with_params(**overrides)

@@ -3,10 +3,11 @@ import numpy as np
 import pytest
 
 from facedet import Detector, load_default
-from facedet.bootstrap import bootstrap, calibrate_box, train_detector
+from facedet.bootstrap import best_windows, bootstrap, calibrate_box, train_detector
 from facedet.detector import as_grey
 from facedet.evaluate import iou, read_annotations
 from facedet.imageio import read_grey, read_rgb
+from facedet.patches import sample_windows
 
 # Hand-annotated eyebrows-to-chin box of the one face in astronaut.png (x, y, w, h).
 ASTRONAUT_FACE = np.array([[182.0, 90.0, 86.0, 86.0]])
@@ -116,6 +117,13 @@ def test_box_calibration_on_train_split(data_dir):
     det, n_faces = calibrate_box(load_default(), items)
     assert n_faces == 18 and 1.0 < det.box[2] < 2.0 and abs(det.box[0]) < 0.3 and abs(det.box[1]) < 0.3
     np.testing.assert_allclose(det.box, load_default().box, atol=1e-9)  # the shipped map is this one
+    # the best window of each face (the extra training faces of the default model): its map is the median's
+    # input, and it outscores nearly every random window of the same images
+    win, rel = best_windows(load_default(), items)
+    assert win.shape == (18, 19, 19) and win.dtype == np.uint8
+    np.testing.assert_allclose(np.median(rel, axis=0), det.box)
+    rand = np.concatenate([sample_windows(g, 300, np.random.default_rng(0)) for g, _ in items])
+    assert np.median(det.score_windows(win)) > np.quantile(det.score_windows(rand), 0.99)
 
 
 def test_choose_threshold_maximises_f1(small, data_dir, negatives):
