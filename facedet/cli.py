@@ -253,18 +253,18 @@ def detect(
     min_neighbors: Optional[int] = typer.Option(None, help="Drop detections made of fewer windows."),
     scale_factor: Optional[float] = typer.Option(None, help="Pyramid step > 1 (smaller: more scales, slower)."),
     stride: Optional[int] = typer.Option(None, help="Window step in pixels at each pyramid level."),
-    refine: Optional[float] = typer.Option(None, help="Also score the off-grid windows next to grid windows "
-                                                      "scoring above threshold - REFINE (stride > 1); < 0: off."),
+    refine: Optional[str] = typer.Option(None, help="Coarse-to-fine: around every window scoring above this SVM "
+                                                    "value, also score stride 1 and the pyramid's half steps; "
+                                                    "'off': the grid only."),
 ):
     """Find faces in images."""
     from .imageio import ImageError, read_rgb, write_image
 
     det = _load_detector(model)
     overrides = {k: v for k, v in (("threshold", threshold), ("min_size", min_size), ("min_neighbors", min_neighbors),
-                                   ("scale_factor", scale_factor), ("stride", stride), ("refine", refine))
-                 if v is not None}
-    if overrides.get("refine", 0) < 0:
-        overrides["refine"] = None
+                                   ("scale_factor", scale_factor), ("stride", stride)) if v is not None}
+    if refine is not None:
+        overrides["refine"] = None if refine.lower() == "off" else _number(refine, "--refine")
     if overrides:
         try:
             det = det.with_params(**overrides)

@@ -55,8 +55,9 @@ class Detector:
     prefilter: a :class:`facedet.scoring.Prefilter` cascade, or None to score every window with the SVM;
     scale_factor (> 1): pyramid step; stride (px, at each level): window step; min_size / max_size: smallest
     and largest face box side in original pixels (max None: the image); threshold: SVM decision value above
-    which a window is a face; refine: with stride > 1, the off-grid windows next to every grid window scoring
-    above threshold - refine are scored too (coarse-to-fine, :func:`facedet.scan.scan`; None: off);
+    which a window is a face; refine: SVM decision value; around every window scoring above it the scan also
+    scores the stride-1 windows and the pyramid's half steps (coarse-to-fine, :func:`facedet.scan.scan`;
+    None: off);
     merge_iou: windows overlapping this much (IoU) are merged into one detection;
     min_neighbors: detections made of fewer windows are dropped; box: (dx, dy, scale) maps a window of side s
     at (x, y) to the face box of side scale*s centred at (x + s/2 + dx*s, y + s/2 + dy*s).
@@ -73,7 +74,7 @@ class Detector:
             check_scalar(max_size, "max_size", lo=min_size)
         check_scalar(threshold, "threshold")
         if refine is not None:
-            check_scalar(refine, "refine", lo=0)
+            check_scalar(refine, "refine")
         check_scalar(merge_iou, "merge_iou", lo=0, hi=1, lo_open=True)
         check_scalar(min_neighbors, "min_neighbors", lo=1, integer=True)
         box = tuple(float(check_scalar(b, "box")) for b in box)
@@ -120,9 +121,10 @@ class Detector:
         """Decision values of (n, 19, 19) windows: (n,) float64 (no prefilter)."""
         return self._scorer(self._features(windows))
 
-    def score_features(self, features):
-        """Decision values of feature rows (n, p) of the detector's ``features``: (n,) float64."""
-        return self._scorer(features)
+    def score_features(self, features, floor=-np.inf):
+        """Decision values of feature rows (n, p) of the detector's ``features``: (n,) float64; with ``floor``,
+        exact only where above it (see :func:`facedet.scoring.make_scorer`)."""
+        return self._scorer(features, floor)
 
     def windows_to_boxes(self, windows):
         """Map window boxes (k, >=4) [x, y, s, s, ...] to face boxes with the calibration ``box``; extra columns kept."""

@@ -6,7 +6,8 @@ evaluated at every position at once: one correlation (``cv2.matchTemplate``) div
 plane-residual norm, which comes from four integral images. Stage 1 is screened the same way (one more
 correlation); the windows near or above its threshold get every later stage exactly, as one float32 product
 per chunk of windows. The windows passing all stages are cut out together, preprocessed as one batch and
-scored as one batch. No Python code runs per window.
+scored as one batch. No Python code runs per window. Optionally (``refine``) the search then goes from
+coarse to fine around the promising windows only: stride 1 next to them, and the pyramid's half steps.
 """
 from __future__ import annotations
 
@@ -93,26 +94,71 @@ def cut_windows(level, ys, xs):
     return sliding_window_view(level, (WINDOW, WINDOW))[ys, xs]
 
 
-def neighbours(ys, xs, stride, n_rows, n_cols):
-    """The off-grid window positions within ``stride - 1`` pixels of grid positions (ys, xs) (multiples of
-    ``stride``) on a level with n_rows x n_cols window positions: (ny, nx) int arrays, unique, row-major."""
-    d = np.arange(1 - stride, stride)
+def neighbours(ys, xs, radius, n_rows, n_cols, stride=1):
+    """The window positions within ``radius`` pixels (Chebyshev) of positions (ys, xs) on a level with
+    n_rows x n_cols window positions, leaving out the ``stride`` grid (every position if stride is 1):
+    (ny, nx) int arrays, unique, row-major."""
+    d = np.arange(-radius, radius + 1)
     ny = (ys[:, None] + np.repeat(d, len(d))[None, :]).ravel()
     nx = (xs[:, None] + np.tile(d, len(d))[None, :]).ravel()
-    ok = (ny >= 0) & (ny < n_rows) & (nx >= 0) & (nx < n_cols) & ((ny % stride != 0) | (nx % stride != 0))
+    ok = (ny >= 0) & (ny < n_rows) & (nx >= 0) & (nx < n_cols)
+    if stride > 1:
+        ok &= (ny % stride != 0) | (nx % stride != 0)
     lin = np.unique(ny[ok] * n_cols + nx[ok])
     return lin // n_cols, lin % n_cols
+
+
+def _resize(grey, s):
+    """The pyramid level of scale s (window side 19 s in original pixels): (level, sx, sy)."""
+    H, W = grey.shape
+    size = (max(WINDOW, int(round(W / s))), max(WINDOW, int(round(H / s))))
+    level = grey if size == (W, H) else cv2.resize(grey, size, interpolation=cv2.INTER_AREA)
+    return level, W / size[0], H / size[1]
+
+
+def _grid(level, stride, prefilter, Wk):
+    """Top-left corners (ys, xs) of the windows on the ``stride`` grid of a level that pass the cascade."""
+    h, w = level.shape
+    if prefilter is None:
+        return np.mgrid[0:h - WINDOW + 1:stride, 0:w - WINDOW + 1:stride].reshape(2, -1)
+    L = level.astype(np.float32)
+    score0, norm = prefilter_map(L, prefilter, stride)
+    ys, xs = np.nonzero(score0 > prefilter.threshold)
+    norm = norm[ys, xs]
+    ys, xs = ys * stride, xs * stride
+    if len(Wk):
+        # stage 1 screened densely like stage 0 (one correlation), then decided exactly on the windows
+        # within _MARGIN of passing it: the screen only drops windows far below its threshold
+        corr1 = cv2.matchTemplate(L, Wk[0].reshape(WINDOW, WINDOW), cv2.TM_CCORR)[ys, xs]
+        near = corr1 > (prefilter.thresholds[1] - _MARGIN) * norm
+        ys, xs, norm = ys[near], xs[near], norm[near]
+        ok = later_stages(L, ys, xs, norm, Wk, prefilter.thresholds[1:])
+        ys, xs = ys[ok], xs[ok]
+    return ys, xs
+
+
+def _score_at(level, ys, xs, scorer, features, prefilter, floor):
+    """The windows at (ys, xs) that pass the cascade, and their scores (exact above ``floor``):
+    (ys, xs, windows, scores)."""
+    win = cut_windows(level, ys, xs)
+    if prefilter is not None and len(ys):
+        ok = prefilter.accept(prefilter.scores(win))
+        ys, xs, win = ys[ok], xs[ok], win[ok]
+    return ys, xs, win, (scorer(features(win), floor) if len(ys) else np.empty(0))
 
 
 def scan(grey, scorer, features, prefilter=None, *, scale_factor=1.2, stride=1, min_window=WINDOW,
          max_window=None, threshold=0.0, refine=None, return_windows=False):
     """Every window scoring above ``threshold``, as boxes in original pixels.
 
-    grey: (H, W) uint8 image. scorer: feature rows (n, p) -> scores (n,). features: windows
+    grey: (H, W) uint8 image. scorer: (feature rows (n, p), floor) -> scores (n,), exact above floor (see
+    :func:`facedet.scoring.make_scorer`; the scan's floor is min(threshold, refine)). features: windows
     (n, 19, 19) -> rows (n, p). prefilter: a :class:`facedet.scoring.Prefilter` cascade or None (score every window).
-    refine: with stride > 1, the off-grid windows within stride - 1 pixels of every grid window scoring above
-    ``threshold - refine`` are scored too (through the prefilter if any): coarse-to-fine, a stride-1 scan
-    around the promising windows only. None: the grid alone.
+    refine: a score; coarse-to-fine search around every window scoring above it: the windows within
+    stride - 1 pixels of it on its level (a stride-1 scan there), and the 3x3 windows around its centre on
+    the pyramid's half step (scale s sqrt(scale_factor)) towards each neighbouring level, are scored too
+    (through the prefilter, if any). Independent of ``threshold``, so one scan at a low threshold gives the
+    detections at every higher one. None: the grid and the pyramid alone.
     Returns boxes (k, 5) float64 [x, y, w, h, score] of the 19 s x 19 s windows (not yet calibrated to face
     boxes nor merged); with ``return_windows``, also the (k, 19, 19) uint8 windows as scored (for bootstrapping).
     """
@@ -123,51 +169,43 @@ def scan(grey, scorer, features, prefilter=None, *, scale_factor=1.2, stride=1, 
         raise ValueError(f"stride: must be >= 1, got {stride!r}")
     H, W = grey.shape
     boxes, windows = [], []
-    if prefilter is not None:
-        Wk = prefilter.weights[1:].reshape(len(prefilter.weights) - 1, _N).astype(np.float32)
-        W1 = Wk[0].reshape(WINDOW, WINDOW) if len(Wk) else None
-    for s in pyramid_scales(H, W, scale_factor, min_window, max_window):
-        size = (max(WINDOW, int(round(W / s))), max(WINDOW, int(round(H / s))))
-        level = grey if size == (W, H) else cv2.resize(grey, size, interpolation=cv2.INTER_AREA)
-        sx, sy = W / size[0], H / size[1]
-        if prefilter is not None:
-            L = level.astype(np.float32)
-            score0, norm = prefilter_map(L, prefilter, stride)
-            ys, xs = np.nonzero(score0 > prefilter.threshold)
-            norm = norm[ys, xs]
-            ys, xs = ys * stride, xs * stride
-            if len(Wk):
-                # stage 1 screened densely like stage 0 (one correlation), then decided exactly on the windows
-                # within _MARGIN of passing it: the screen only drops windows far below its threshold
-                corr1 = cv2.matchTemplate(L, W1, cv2.TM_CCORR)[ys, xs]
-                near = corr1 > (prefilter.thresholds[1] - _MARGIN) * norm
-                ys, xs, norm = ys[near], xs[near], norm[near]
-                ok = later_stages(L, ys, xs, norm, Wk, prefilter.thresholds[1:])
-                ys, xs = ys[ok], xs[ok]
-            win = cut_windows(level, ys, xs)
-        else:
-            ys, xs = np.mgrid[0:size[1] - WINDOW + 1:stride, 0:size[0] - WINDOW + 1:stride].reshape(2, -1)
-            win = cut_windows(level, ys, xs)
-        if len(ys) == 0:
-            continue
-        score = scorer(features(win))
-        if refine is not None and stride > 1:
-            near = score > threshold - refine
-            ny, nx = neighbours(ys[near], xs[near], stride, size[1] - WINDOW + 1, size[0] - WINDOW + 1)
-            nwin = cut_windows(level, ny, nx)
-            if prefilter is not None and len(ny):
-                ok = prefilter.accept(prefilter.scores(nwin))
-                ny, nx, nwin = ny[ok], nx[ok], nwin[ok]
-            if len(ny):
-                ys, xs, win = np.r_[ys, ny], np.r_[xs, nx], np.concatenate([win, nwin])
-                score = np.r_[score, scorer(features(nwin))]
+    Wk = None if prefilter is None else prefilter.weights[1:].reshape(-1, _N).astype(np.float32)
+
+    def emit(ys, xs, win, score, sx, sy):
         keep = score > threshold
-        if not keep.any():
+        if keep.any():
+            n = int(keep.sum())
+            boxes.append(np.column_stack([xs[keep] * sx, ys[keep] * sy, np.full(n, WINDOW * sx),
+                                          np.full(n, WINDOW * sy), score[keep]]))
+            if return_windows:
+                windows.append(win[keep])
+
+    floor = threshold if refine is None else min(threshold, refine)
+    scales = pyramid_scales(H, W, scale_factor, min_window, max_window)
+    seeds = []  # per level: centres (m, 2) in original pixels of the windows scoring above refine
+    for s in scales:
+        level, sx, sy = _resize(grey, s)
+        ys, xs = _grid(level, stride, prefilter, Wk)
+        ys, xs, win, score = _score_at(level, ys, xs, scorer, features, None, floor)
+        if refine is not None:
+            if stride > 1:
+                ny, nx = neighbours(ys[score > refine], xs[score > refine], stride - 1,
+                                    level.shape[0] - WINDOW + 1, level.shape[1] - WINDOW + 1, stride)
+                ny, nx, nwin, nscore = _score_at(level, ny, nx, scorer, features, prefilter, floor)
+                ys, xs, win, score = np.r_[ys, ny], np.r_[xs, nx], np.concatenate([win, nwin]), np.r_[score, nscore]
+            up = score > refine
+            seeds.append(np.column_stack([(xs[up] + WINDOW / 2) * sx, (ys[up] + WINDOW / 2) * sy]))
+        emit(ys, xs, win, score, sx, sy)
+    # the half steps of the pyramid, only around the promising windows of the two levels on either side
+    for k in range(len(seeds) - 1):
+        centres = np.concatenate([seeds[k], seeds[k + 1]])
+        if len(centres) == 0:
             continue
-        boxes.append(np.column_stack([xs[keep] * sx, ys[keep] * sy, np.full(keep.sum(), WINDOW * sx),
-                                      np.full(keep.sum(), WINDOW * sy), score[keep]]))
-        if return_windows:
-            windows.append(win[keep])
+        level, sx, sy = _resize(grey, scales[k] * np.sqrt(scale_factor))
+        ys, xs = neighbours(np.rint(centres[:, 1] / sy - WINDOW / 2).astype(np.int64),
+                            np.rint(centres[:, 0] / sx - WINDOW / 2).astype(np.int64), 1,
+                            level.shape[0] - WINDOW + 1, level.shape[1] - WINDOW + 1)
+        emit(*_score_at(level, ys, xs, scorer, features, prefilter, floor), sx, sy)
     out = np.concatenate(boxes) if boxes else np.empty((0, 5))
     if return_windows:
         return out, (np.concatenate(windows) if windows else np.empty((0, WINDOW, WINDOW), np.uint8))

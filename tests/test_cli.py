@@ -44,6 +44,22 @@ def test_detect_json_default_model(astro):
     assert set(f) == {"x", "y", "w", "h", "score"} and isinstance(f["x"], int) and isinstance(f["score"], float)
 
 
+def test_detect_scan_overrides(astro):
+    # a coarse scan (every other pyramid level, twice the stride, no refinement) scores a subset of the
+    # windows: the face's score can only drop
+    from facedet import load_default
+    det = load_default()
+    fine = json.loads(runner.invoke(app, ["detect", str(astro), "--json"]).stdout)[0]["faces"]
+    r = runner.invoke(app, ["detect", str(astro), "--json", "--scale-factor", str(det.scale_factor ** 2),
+                            "--stride", str(2 * det.stride), "--refine", "off", "--threshold", "-1"])
+    assert r.exit_code == 0, r.output
+    coarse = json.loads(r.stdout)[0]["faces"]
+    assert len(fine) == 1 and coarse and max(f["score"] for f in coarse) <= fine[0]["score"] + 1e-6
+    for bad in (["--stride", "0"], ["--scale-factor", "1"], ["--refine", "maybe"]):
+        r = runner.invoke(app, ["detect", str(astro), *bad])
+        assert r.exit_code == 2 and "error" in r.output.lower()
+
+
 def test_detect_bad_files_reported_rest_processed(astro, tmp_path):
     junk = tmp_path / "junk.jpg"
     junk.write_bytes(b"this is not an image")

@@ -49,6 +49,22 @@ def test_quadratic_form_equals_kernel_expansion(subset, svm):
     np.testing.assert_allclose(scorer(F), svm.decision_function(F), rtol=0, atol=2e-5)  # float32 BLAS
 
 
+@pytest.mark.parametrize("floor", [-1.0, 0.0, 1.0])
+def test_quadratic_bound_is_exact_above_floor(data_dir, floor):
+    # the shipped detector's SVM on 24,044 CBCL test windows: above the floor every score is exact; below,
+    # the bound stands in, an upper bound <= floor; and it settles most windows
+    d = np.load(data_dir / "cbcl_face_db1" / "cbcl_face_db1_19x19_uint8.npz")
+    F = window_features(d["X_test"])
+    scorer = Detector.load(Path(__file__).parents[1] / "models" / "default_detector.npz")._scorer
+    exact = scorer(F)
+    got = scorer(F, floor)
+    above = exact > floor
+    np.testing.assert_allclose(got[above], exact[above], atol=2e-5)
+    settled = np.abs(got - exact) > 1e-4
+    assert (got[settled] <= floor).all() and (got[settled] >= exact[settled] - 2e-5).all()
+    assert settled.mean() > 0.5
+
+
 @pytest.mark.parametrize("kernel, degree", [("poly", 2), ("poly", 1), ("linear", 2), ("rbf", 3)])
 def test_scorer_against_libsvm(subset, kernel, degree):
     X, y, Xt, _ = subset
@@ -155,18 +171,28 @@ def _rows(a):
     return a[np.lexsort(a.T[::-1])]
 
 
-def test_refine_is_stride_1_next_to_promising_windows(astro, svm, prefilter):
+def test_refine_is_stride_1_and_half_steps_next_to_promising_windows(astro, svm, prefilter):
     grey = astro[80:180, 170:280]
     scorer = make_scorer(svm)
     kw = dict(scale_factor=1.3, min_window=30)
     full = scan(grey, scorer, window_features, None, stride=1, threshold=-np.inf, **kw)
-    # refine = inf: every grid window is promising, so the scan is the full stride-1 scan
-    got = scan(grey, scorer, window_features, None, stride=2, threshold=-np.inf, refine=np.inf, **kw)
-    np.testing.assert_allclose(_rows(got), _rows(full), atol=2e-5)
-    # finite: the grid windows above threshold, plus the off-grid ones within 1 px of a grid window above
-    # threshold - refine (most off-grid windows are not, and are never scored)
-    th, refine = 0.0, 0.5
-    grid = scan(grey, scorer, window_features, None, stride=2, threshold=th - refine, **kw)
+    pyramid = np.unique(np.round(full[:, 2], 6))
+    # refine = -inf: every window is promising, so on the pyramid's levels the scan is the stride-1 scan
+    got = scan(grey, scorer, window_features, None, stride=2, threshold=-np.inf, refine=-np.inf, **kw)
+    on_levels = np.isin(np.round(got[:, 2], 6), pyramid)
+    np.testing.assert_allclose(_rows(got[on_levels]), _rows(full), atol=2e-5)
+    # and every half-step window has the score of that window cut from the half-step level
+    half = got[~on_levels]
+    assert len(half) and len(np.unique(np.round(half[:, 2], 6))) == len(pyramid) - 1
+    for x, y, w, h, score in half[::25]:
+        level = cv2.resize(grey, (int(round(grey.shape[1] * 19 / w)), int(round(grey.shape[0] * 19 / h))),
+                           interpolation=cv2.INTER_AREA)
+        i, j = int(round(y * 19 / h)), int(round(x * 19 / w))
+        assert scorer(window_features(level[i:i + 19, j:j + 19][None]))[0] == pytest.approx(score, abs=2e-5)
+    # finite refine: on the levels, the grid windows above threshold plus the off-grid ones within 1 px of a
+    # grid window scoring above refine (most off-grid windows are not, and are never scored)
+    th, refine = 0.0, -0.5
+    grid = scan(grey, scorer, window_features, None, stride=2, threshold=refine, **kw)
     got = scan(grey, scorer, window_features, None, stride=2, threshold=th, refine=refine, **kw)
     pf, pg = _level_positions(full), _level_positions(grid)
     on_grid = (pf[:, 1] % 2 == 0) & (pf[:, 2] % 2 == 0)
@@ -174,7 +200,12 @@ def test_refine_is_stride_1_next_to_promising_windows(astro, svm, prefilter):
                      for a, b, c in pf])
     expected = full[(full[:, 4] > th) & (on_grid | near)]
     assert (~on_grid & near & (full[:, 4] > th)).any() and near[~on_grid].mean() < 0.2
-    np.testing.assert_allclose(_rows(got), _rows(expected), atol=2e-5)
+    on_levels = np.isin(np.round(got[:, 2], 6), pyramid)
+    np.testing.assert_allclose(_rows(got[on_levels]), _rows(expected), atol=2e-5)
+    assert (~on_levels).any() and (got[:, 4] > th).all()
+    # the threshold only filters: a scan at a lower threshold holds every detection of a higher one
+    low = scan(grey, scorer, window_features, None, stride=2, threshold=-1.0, refine=refine, **kw)
+    np.testing.assert_allclose(_rows(low[low[:, 4] > th]), _rows(got), atol=2e-5)  # float32 BLAS batches
     # with a prefilter, every refined window passes it too
     got, win = scan(grey, scorer, window_features, prefilter, stride=2, threshold=th, refine=refine,
                     return_windows=True, **kw)
