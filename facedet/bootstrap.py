@@ -189,10 +189,12 @@ def calibrate_box(detector, items, sizes=(0.5, 1.1)):
 
 def choose_threshold(detector, items, candidates=np.round(np.arange(-1.0, 1.01, 0.1), 2), neighbors=(1, 2, 3, 4)):
     """Pick the operating point (SVM threshold, min_neighbors) on annotated training images: the pair
-    maximising F1 = 2 hits / (2 hits + false positives + misses) (IoU >= 0.5, one-to-one); ties go to the
-    lower threshold, then fewer neighbours (keep recall where the training images cannot tell). Images without faces (truth (0, 4)) only add false positives.
-    Returns (detector, rows (threshold, min_neighbors, hits, false positives)). Each image is scanned once,
-    at the lowest candidate threshold."""
+    maximising F1 = 2 hits / (2 hits + false positives + misses) (IoU >= 0.5, one-to-one). A few training
+    faces leave the maximum flat over a run of thresholds: the min_neighbors with the longest such run is
+    chosen, at the run's highest threshold (:func:`plateau_top`). Within the run the training faces cannot
+    tell the thresholds apart, and the negative images, bootstrapped on, under-count the false positives of
+    new images, so the surest point is taken. Images without faces (truth (0, 4)) only add false positives. Returns (detector, rows (threshold, min_neighbors, hits, false positives)). Each image
+    is scanned once, at the lowest candidate threshold (the scan's ``refine`` does not depend on it)."""
     from .evaluate import match_detections
 
     candidates = np.sort(np.asarray(candidates, dtype=np.float64))
@@ -211,5 +213,28 @@ def choose_threshold(detector, items, candidates=np.round(np.arange(-1.0, 1.01, 
                 hits += tp
                 fps += len(dets) - tp
             rows.append((float(th), int(nb), hits, fps))
-    best = max(rows, key=lambda r: (2 * r[2] / max(r[2] + r[3] + n_truth, 1), -r[0], -r[1]))
-    return detector.with_params(threshold=best[0], min_neighbors=best[1]), rows
+    f1 = np.array([2 * h / max(h + f + n_truth, 1) for _, _, h, f in rows]).reshape(len(candidates), -1)
+    i, j = plateau_top(f1)
+    return detector.with_params(threshold=float(candidates[i]), min_neighbors=int(neighbors[j])), rows
+
+
+def plateau_top(scores):
+    """(i, j) of an (n, m) table (rows: increasing thresholds; columns: settings): the last row of the longest
+    run of consecutive rows at the table's maximum within one column; ties go to the lower column, then the
+    earlier run."""
+    top = np.isclose(scores, scores.max())
+    best = None
+    for j in range(top.shape[1]):
+        i = 0
+        while i < top.shape[0]:
+            if not top[i, j]:
+                i += 1
+                continue
+            k = i
+            while k + 1 < top.shape[0] and top[k + 1, j]:
+                k += 1
+            if best is None or k - i + 1 > best[0]:
+                best = (k - i + 1, i, j)
+            i = k + 1
+    length, start, j = best
+    return start + length - 1, j

@@ -135,6 +135,9 @@ def train(
     mirror: bool = typer.Option(True, help="Add mirror images of the faces."),
     shifts: int = typer.Option(0, help="Add face copies shifted by up to this many pixels."),
     stride: int = typer.Option(2, help="Scanning stride in pixels (per pyramid level)."),
+    scale_factor: float = typer.Option(1.2, help="Scanning pyramid step > 1."),
+    refine: str = typer.Option("0", help="Coarse-to-fine: around every window scoring above this SVM value, "
+                                         "also score stride 1 and the pyramid's half steps; 'off': grid only."),
     threshold: float = typer.Option(0.0, help="SVM decision value above which a window is a face."),
 ):
     """Train a detector on face and non-face patches."""
@@ -147,6 +150,8 @@ def train(
     if classifier == "svc" and features != "osuna":
         _usage(f"--features {features}: the svc classifier takes osuna features; use --classifier pmsvm")
     g = gamma if gamma in ("auto", "scale") else _number(gamma, "--gamma")
+    scan_params = {"stride": stride, "scale_factor": scale_factor, "threshold": threshold,
+                   "refine": None if refine.lower() == "off" else _number(refine, "--refine")}
     X, y, failed = _patches(faces, nonfaces, data, split)
     augmentation = {"mirror": mirror, "shifts": shifts}
     with _progress() as progress:
@@ -157,13 +162,13 @@ def train(
             if classifier == "svc":
                 det, _, _ = train_detector(
                     X, y, negative_images=negative_images, augmentation=augmentation,
-                    callback=_svm_callback(progress, task), stride=stride, threshold=threshold,
+                    callback=_svm_callback(progress, task), **scan_params,
                     svm_params={"kernel": kernel, "degree": degree, "C": 10.0 if C is None else C, "gamma": g,
                                 "coef0": coef0, "tol": tol})
             else:
                 det, _, _ = train_pmsvm_detector(
                     X, y, features=features, negative_images=negative_images, augmentation=augmentation,
-                    pmsvm_params={"p": p, **({} if C is None else {"C": C})}, stride=stride, threshold=threshold)
+                    pmsvm_params={"p": p, **({} if C is None else {"C": C})}, **scan_params)
         except (TypeError, ValueError) as exc:
             _usage(str(exc))
     det.save(out_path)

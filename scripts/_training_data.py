@@ -2,6 +2,9 @@
 annotated scenes (train and test splits), plus the per-split evaluation of a detector on those scenes."""
 from __future__ import annotations
 
+import cv2
+import numpy as np
+
 from facedet.evaluate import evaluate_detections, read_annotations
 from facedet.imageio import read_grey
 from facedet.patches import image_files, load_npz
@@ -19,6 +22,14 @@ def load_training_data(data):
     images = {name: read_grey(scenes / "images" / name) for s in ann for name in ann[s]}
     print(f"patches: {int(y.sum())} faces, {int((y == 0).sum())} non-faces; {len(negatives)} negative images")
     return X, y, negatives, ann, images
+
+
+def lfw_faces(data, side=75):
+    """The 100 LFW faces of misc_faces_skimage/lfw_subset.npy as (image, box) items: each 25x25 crop
+    (forehead to chin) enlarged to side x side uint8, its box the whole image."""
+    faces = np.load(data / "misc_faces_skimage" / "lfw_subset.npy")[:100]
+    return [(cv2.resize(np.rint(f * 255).astype(np.uint8), (side, side), interpolation=cv2.INTER_CUBIC),
+             np.array([[0.0, 0.0, side, side]])) for f in faces]
 
 
 def evaluate_scenes(det, ann, images):

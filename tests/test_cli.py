@@ -51,7 +51,8 @@ def test_detect_scan_overrides(astro):
     det = load_default()
     fine = json.loads(runner.invoke(app, ["detect", str(astro), "--json"]).stdout)[0]["faces"]
     r = runner.invoke(app, ["detect", str(astro), "--json", "--scale-factor", str(det.scale_factor ** 2),
-                            "--stride", str(2 * det.stride), "--refine", "off", "--threshold", "-1"])
+                            "--stride", str(2 * det.stride), "--refine", "off", "--threshold", "-1",
+                            "--min-neighbors", "1"])
     assert r.exit_code == 0, r.output
     coarse = json.loads(r.stdout)[0]["faces"]
     assert len(fine) == 1 and coarse and max(f["score"] for f in coarse) <= fine[0]["score"] + 1e-6

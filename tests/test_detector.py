@@ -139,6 +139,15 @@ def test_choose_threshold_maximises_f1(small, data_dir, negatives):
     assert chosen.sum() == 1 and f1[chosen][0] == f1.max()
 
 
+def test_plateau_top():
+    from facedet.bootstrap import plateau_top
+    f1 = np.array([[0.5, 0.6], [0.8, 0.8], [0.8, 0.8], [0.7, 0.8], [0.8, 0.8], [0.8, 0.7]])
+    assert plateau_top(f1) == (4, 1)  # column 1 holds the longest run (rows 1-4): its last row
+    assert plateau_top(f1[:, :1]) == (2, 0)  # two runs of length 2 (rows 1-2, 4-5): the first one's end
+    assert plateau_top(np.array([[0.1], [0.3], [0.2]])) == (1, 0)  # a single maximum
+    assert plateau_top(np.array([[0.4, 0.4], [0.4, 0.4]])) == (1, 0)  # ties: lower column
+
+
 # --- the additive-kernel detector: PmSVM on HOG, scored by its lookup table -------------------------------
 @pytest.fixture(scope="module")
 def small_pmsvm(data_dir, negatives):
