@@ -193,8 +193,9 @@ def choose_threshold(detector, items, candidates=np.round(np.arange(-1.0, 1.01, 
     faces leave the maximum flat over a run of thresholds: the min_neighbors with the longest such run is
     chosen, at the run's highest threshold (:func:`plateau_top`). Within the run the training faces cannot
     tell the thresholds apart, and the negative images, bootstrapped on, under-count the false positives of
-    new images, so the surest point is taken. Images without faces (truth (0, 4)) only add false positives. Returns (detector, rows (threshold, min_neighbors, hits, false positives)). Each image
-    is scanned once, at the lowest candidate threshold (the scan's ``refine`` does not depend on it)."""
+    new images, so the surest point is taken. Images without faces (truth (0, 4)) only add false positives.
+    Returns (detector, rows (threshold, min_neighbors, hits, false positives)). Each image is scanned once,
+    at the lowest candidate threshold (the scan's ``refine`` does not depend on it)."""
     from .evaluate import match_detections
 
     candidates = np.sort(np.asarray(candidates, dtype=np.float64))
