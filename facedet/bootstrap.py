@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .detector import Detector, as_grey
-from .features import window_features
+from .features import get_features
 from .merge import merge_detections
 from .patches import augment, sample_windows
 from .scan import scan
@@ -43,15 +43,16 @@ def fit_prefilter(X, y, negative_images=(), augmentation=None, n_random=1000, re
     return Prefilter.fit(faces, np.concatenate(negs), recall=recall, n_stages=n_stages)
 
 
-def training_set(X, y, augmentation=None):
-    """Feature rows and labels of windows X (n, 19, 19), y (n,); faces augmented by
-    ``facedet.patches.augment(**augmentation)`` (default: mirror images only)."""
+def training_set(X, y, augmentation=None, features="osuna"):
+    """Feature rows (n', p) and labels (n',) of windows X (n, 19, 19), y (n,) in {0, 1}: the faces augmented
+    by ``facedet.patches.augment(**augmentation)`` (default: mirror images only), then the window features
+    ``features`` (a name in :data:`facedet.features.FEATURES`). Raises ValueError for bad input."""
     X, y = np.asarray(X), np.asarray(y)
     if X.ndim != 3 or len(X) != len(y) or not np.isin(y, (0, 1)).all():
         raise ValueError(f"expected windows (n, 19, 19) and labels (n,) in {{0, 1}}, got {X.shape}, {y.shape}")
     faces = augment(X[y == 1], **{"mirror": True, "shifts": 0, **(augmentation or {})})
     nonfaces = X[y == 0]
-    F = window_features(np.concatenate([faces, nonfaces]))
+    F = get_features(features)(np.concatenate([faces, nonfaces]))
     return F, np.r_[np.ones(len(faces), np.int64), np.zeros(len(nonfaces), np.int64)]
 
 
@@ -98,7 +99,7 @@ class Round:
     """One bootstrapping round: the detector trained on ``n_nonfaces`` non-face patches and its figures."""
     round: int
     n_nonfaces: int
-    n_support: int
+    n_support: int           # support vectors (0 for a classifier without, e.g. PmSVM)
     fp_windows: int          # windows above threshold on the negative images
     fp_detections: int       # after merging (min_neighbors), on the negative images
     scores: dict = field(default_factory=dict)  # extra figures from ``evaluate`` (e.g. detection rates)
@@ -108,32 +109,39 @@ def bootstrap(detector, negative_images, rounds, *, features=None, labels=None, 
               evaluate=None, callback=None, svm_params=None):
     """Run ``rounds`` rounds of hard-negative mining from a trained detector.
 
-    negative_images: face-free grey (or RGB) arrays. features, labels: the SVM's training set (feature rows,
-    1 = face); if None, the classifier's support vectors (the points that define it; Syed, Liu, Sung 1999).
-    evaluate: optional detector -> dict of figures recorded per round. The prefilter and the scanning
-    parameters stay fixed; each round the SVM is retrained on the set plus every false positive so far.
-    Returns (final detector, features, labels, list of :class:`Round`); round 0 is the starting detector.
+    negative_images: face-free grey (or RGB) arrays. features, labels: the classifier's training set (rows
+    of the detector's window features, 1 = face); if None, an SVC's support vectors (the points that define
+    it; Syed, Liu, Sung 1999) -- a PmSVM keeps no training rows, so it needs them. evaluate: optional
+    detector -> dict of figures recorded per round. The prefilter and the scanning parameters stay fixed;
+    each round the classifier (its own class and hyperparameters, updated by ``svm_params``) is refitted on
+    the set plus every false positive so far. Returns (final detector, features, labels, list of
+    :class:`Round`); round 0 is the starting detector. Raises ValueError without a training set for a
+    classifier that has no support vectors.
     """
     negative_images = [as_grey(g) for g in negative_images]
+    clf = detector.classifier
     if features is None:
-        clf = detector.classifier
+        if not hasattr(clf, "support_vectors_"):
+            raise ValueError(f"bootstrap: a {type(clf).__name__} keeps no training rows; pass features and labels")
         features = np.asarray(clf.support_vectors_)
         labels = (np.ravel(clf.dual_coef_) > 0).astype(np.int64)
+    params = {**clf.get_params(), **(svm_params or {})}
+    if "callback" in params:
+        params["callback"] = callback
     table = []
-    params = {k: getattr(detector.classifier, k) for k in SVM_DEFAULTS}
-    params.update(svm_params or {})
     for r in range(rounds + 1):
         windows, n_windows, n_dets = mine_negatives(detector, negative_images, max_per_image, callback)
-        table.append(Round(r, int((labels == 0).sum()), int(detector.classifier.support_.size),
-                           int(n_windows.sum()), int(n_dets.sum()), evaluate(detector) if evaluate else {}))
+        n_support = getattr(detector.classifier, "support_", np.empty(0)).size
+        table.append(Round(r, int((labels == 0).sum()), int(n_support), int(n_windows.sum()), int(n_dets.sum()),
+                           evaluate(detector) if evaluate else {}))
         if callback is not None:
             callback({"event": "round", "round": table[-1]})
         if r == rounds or len(windows) == 0:
             break
-        features = np.concatenate([features, window_features(windows)])
+        features = np.concatenate([features, detector.window_features(windows)])
         labels = np.concatenate([labels, np.zeros(len(windows), np.int64)])
-        clf = fit_svm(features, labels, callback=callback, **params)
-        detector = Detector(clf, detector.prefilter, **detector.params())
+        detector = Detector(type(clf)(**params).fit(features, labels), detector.prefilter,
+                            features=detector.features, **detector.params())
     return detector, features, labels, table
 
 

@@ -194,7 +194,7 @@ def bootstrap(
     rounds: int = typer.Option(2, min=1, help="Rounds of: scan negatives, add false positives, retrain."),
     out_path: Path = typer.Option(..., "--out", help="Model file to write."),
     faces: Optional[Path] = typer.Option(None, help="Face patch folder to retrain on (default: the model's "
-                                                    "support vectors)."),
+                                                    "support vectors; a PmSVM model needs patches)."),
     nonfaces: Optional[Path] = typer.Option(None, help="Non-face patch folder (with --faces)."),
     data: Optional[Path] = typer.Option(None, help="Patch .npz or folder to retrain on instead of --faces/--nonfaces."),
     split: str = typer.Option("train", help="Split to read from --data."),
@@ -204,14 +204,14 @@ def bootstrap(
     from .bootstrap import bootstrap as run, training_set
 
     det = _load_detector(model)
-    if not hasattr(det.classifier, "support_vectors_"):
-        _usage(f"{model}: bootstrap retrains svmcore.SVC models only; this one is a "
-               f"{type(det.classifier).__name__} (see scripts/train_pmsvm_detector.py)")
     features = labels = None
     failed = 0
     if data is not None or faces is not None or nonfaces is not None:
         X, y, failed = _patches(faces, nonfaces, data, split)
-        features, labels = training_set(X, y)
+        features, labels = training_set(X, y, features=det.features)
+    elif not hasattr(det.classifier, "support_vectors_"):
+        _usage(f"{model}: a {type(det.classifier).__name__} model keeps no training rows; give the patches to "
+               f"retrain on (--data, or --faces and --nonfaces)")
     with _progress() as progress:
         neg, nfail = _read_images(_image_files(negatives), progress, "reading negatives")
         if not neg:

@@ -217,20 +217,6 @@ def _n_features(classifier):
 PMSVM_DEFAULTS = {"C": 1.0, "p": -1.0, "random_state": 0}
 
 
-def pmsvm_training_set(X, y, features="hog", augmentation=None):
-    """Feature rows (n', p) and labels (n',) of windows X (n, 19, 19), y (n,) in {0, 1}: the faces augmented by
-    ``facedet.patches.augment(**augmentation)`` (default: mirror images only), then ``get_features(features)``.
-    Raises ValueError for bad input."""
-    from .patches import augment
-
-    X, y = np.asarray(X), np.asarray(y)
-    if X.ndim != 3 or len(X) != len(y) or not np.isin(y, (0, 1)).all():
-        raise ValueError(f"expected windows (n, 19, 19) and labels (n,) in {{0, 1}}, got {X.shape}, {y.shape}")
-    faces = augment(X[y == 1], **{"mirror": True, "shifts": 0, **(augmentation or {})})
-    F = get_features(features)(np.concatenate([faces, X[y == 0]]))
-    return F, np.r_[np.ones(len(faces), np.int64), np.zeros(int((y == 0).sum()), np.int64)]
-
-
 def fit_pmsvm(features, labels, **pmsvm_params):
     """svmcore.PmSVM fitted on nonnegative feature rows (n, p), labels (n,) (1 = face); pmsvm_params override
     PMSVM_DEFAULTS (C = 1, p = -1: chi-square; lookup table of 1000 bins)."""
@@ -245,13 +231,12 @@ def train_pmsvm_detector(X, y, *, features="hog", negative_images=(), augmentati
     uint8, labels y (n,) in {0, 1}; the cascade prefilter as for the polynomial SVM
     (:func:`facedet.bootstrap.fit_prefilter`, fitted on pixels, independent of the classifier).
 
-    Returns (detector, feature rows, labels), the training set for further rounds of hard-negative mining
-    (:func:`facedet.bootstrap.mine_negatives`, then :func:`fit_pmsvm` on the grown set).
+    Returns (detector, feature rows, labels), the training set for :func:`facedet.bootstrap.bootstrap`.
     Raises ValueError for bad input (e.g. features with negative values: PmSVM needs features >= 0).
     """
-    from .bootstrap import fit_prefilter
+    from .bootstrap import fit_prefilter, training_set
 
-    F, labels = pmsvm_training_set(X, y, features, augmentation)
+    F, labels = training_set(X, y, augmentation, features)
     prefilter = fit_prefilter(np.asarray(X), np.asarray(y), negative_images, augmentation,
                               **(prefilter_params or {}))
     clf = fit_pmsvm(F, labels, **(pmsvm_params or {}))

@@ -146,7 +146,7 @@ def test_detect_handles_image_kinds_and_rejects_bomb(astro, tmp_path):
     assert all(len(x["faces"]) == 1 for x in res)
 
 
-def test_train_pmsvm_hog(small_npz, tmp_path, astro):
+def test_train_pmsvm_hog(small_npz, data_dir, tmp_path, astro):
     from facedet import Detector
     out = tmp_path / "pm.npz"
     r = runner.invoke(app, ["train", "--data", str(small_npz), "--out", str(out), "--classifier", "pmsvm",
@@ -159,9 +159,19 @@ def test_train_pmsvm_hog(small_npz, tmp_path, astro):
     r = runner.invoke(app, ["detect", str(astro), "--model", str(out), "--json"])
     assert r.exit_code == 0, r.output
     assert json.loads(r.stdout)[0]["width"] == 512
-    # bootstrap retrains SVC models only; svc takes osuna features only; PmSVM needs features >= 0
-    assert runner.invoke(app, ["bootstrap", "--model", str(out), "--negatives", str(tmp_path),
-                               "--out", str(tmp_path / "b.npz")]).exit_code == 2
+    # bootstrap refits the PmSVM on its HOG features; it keeps no training rows, so it needs the patches
+    negs = tmp_path / "negs"
+    negs.mkdir()
+    shutil.copy(data_dir / "nonface_scenes" / "skimage" / "coffee.png", negs)
+    r = runner.invoke(app, ["bootstrap", "--model", str(out), "--negatives", str(negs), "--out", str(tmp_path / "b.npz")])
+    assert r.exit_code == 2 and "no training rows" in r.output
+    r = runner.invoke(app, ["bootstrap", "--model", str(out), "--negatives", str(negs), "--rounds", "1",
+                            "--data", str(small_npz), "--out", str(tmp_path / "b.npz")])
+    assert r.exit_code == 0, r.output
+    boot = Detector.load(tmp_path / "b.npz")
+    assert type(boot.classifier).__name__ == "PmSVM" and boot.features == "hog" and boot.classifier.p == -8.0
+    assert not np.array_equal(boot.classifier.coef_, det.classifier.coef_)  # refitted with the false positives
+    # svc takes osuna features only; PmSVM needs features >= 0
     bad = [["--classifier", "svc", "--features", "hog"], ["--classifier", "pmsvm", "--features", "osuna"],
            ["--classifier", "knn"], ["--classifier", "pmsvm", "--p", "2"]]
     for extra in bad:

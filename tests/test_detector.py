@@ -204,3 +204,16 @@ def test_classifier_and_features_must_match(small, small_pmsvm):
         Detector(small_pmsvm.classifier, features="osuna")
     with pytest.raises(ValueError, match="features"):
         Detector(small[0].classifier, features="sift")
+
+
+def test_bootstrap_refits_a_pmsvm_on_its_features(small_pmsvm, data_dir, negatives):
+    from facedet.bootstrap import training_set
+    with pytest.raises(ValueError, match="no training rows"):
+        bootstrap(small_pmsvm, negatives[:1], 1)
+    d = np.load(data_dir / "cbcl_face_db1" / "cbcl_face_db1_19x19_uint8.npz")
+    F, labels = training_set(d["X_train"][::7], d["y_train"][::7].astype(np.int64), features="hog")
+    det, F2, labels2, table = bootstrap(small_pmsvm, negatives[:2], 1, features=F, labels=labels)
+    assert F2.shape[1] == 324 and (labels2 == 0).sum() > (labels == 0).sum()
+    assert type(det.classifier).__name__ == "PmSVM" and det.features == "hog"
+    assert det.classifier.get_params() == small_pmsvm.classifier.get_params()
+    assert table[1].fp_windows < table[0].fp_windows and table[0].n_support == 0
