@@ -39,3 +39,23 @@ def evaluate_scenes(det, ann, images):
         res = evaluate_detections({n: det.detect(images[n]) for n in a}, a)
         out[split] = (res.detection_rate, res.false_positives, res.average_precision)
     return out
+
+
+def report(det, ops, table, evaluate):
+    """Print the operating points considered (``choose_threshold`` rows), the one chosen, the per-round
+    bootstrapping table ((name, facedet.bootstrap.Round) pairs) and the final figures of ``det``."""
+    print("  operating points on train split + negatives (threshold, min_neighbors, hits, false positives):")
+    print("   ", " ".join(f"({t:+.1f}, {k}, {h}, {f})" for t, k, h, f in ops))
+    print(f"  chosen threshold {det.threshold:+.2f}, min_neighbors {det.min_neighbors} "
+          "(top of the longest max-F1 run)\n")
+    print("| round | non-face patches | SVs | FP windows on negatives | FP detections on negatives "
+          "| train split DR / FP | test split DR / FP / AP |")
+    print("|---|---|---|---|---|---|---|")
+    for name, r in table:
+        tr, te = r.scores["train"], r.scores["test"]
+        print(f"| {name} | {r.n_nonfaces} | {r.n_support} | {r.fp_windows} | {r.fp_detections} "
+              f"| {tr[0]:.2f} / {tr[1]} | {te[0]:.2f} / {te[1]} / {te[2]:.2f} |")
+    final = evaluate(det)
+    print(f"\nfinal (threshold {det.threshold:+.2f}, min_neighbors {det.min_neighbors}): train DR "
+          f"{final['train'][0]:.2f} FP {final['train'][1]}; test DR {final['test'][0]:.2f} FP {final['test'][1]} "
+          f"AP {final['test'][2]:.2f}")

@@ -28,7 +28,7 @@ from facedet.detector import Detector
 from facedet.features import window_features
 from facedet.patches import augment
 
-from _training_data import evaluate_scenes, lfw_faces, load_training_data  # scripts/ is on sys.path when run
+from _training_data import evaluate_scenes, lfw_faces, load_training_data, report  # scripts/ is on sys.path when run
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data"
@@ -96,22 +96,9 @@ def main():
     det = calibrated(det)
     # min_neighbors up to 3: with refinement a face gives several windows above a useful threshold
     det, rows = choose_threshold(det, items, candidates=np.round(np.arange(-0.5, 2.01, 0.1), 2), neighbors=(1, 2, 3))
-    print("  operating points on train split + negatives (threshold, min_neighbors, hits, false positives):")
-    print("   ", " ".join(f"({t:+.1f}, {k}, {h}, {f})" for t, k, h, f in rows))
-    print(f"  chosen threshold {det.threshold:+.2f}, min_neighbors {det.min_neighbors} (max F1)")
     det.save(args.out)
-
-    print(f"\nsaved {args.out} ({args.out.stat().st_size / 1e6:.1f} MB) in {time.perf_counter() - t_start:.0f} s total\n")
-    print("| round | non-face patches | SVs | FP windows on negatives | FP detections on negatives "
-          "| train split DR / FP | test split DR / FP / AP |")
-    print("|---|---|---|---|---|---|---|")
-    for name, r in table:
-        tr, te = r.scores["train"], r.scores["test"]
-        print(f"| {name} | {r.n_nonfaces} | {r.n_support} | {r.fp_windows} | {r.fp_detections} "
-              f"| {tr[0]:.2f} / {tr[1]} | {te[0]:.2f} / {te[1]} / {te[2]:.2f} |")
-    final = evaluate(det)
-    print(f"\nfinal (recalibrated): train DR {final['train'][0]:.2f} FP {final['train'][1]}; "
-          f"test DR {final['test'][0]:.2f} FP {final['test'][1]} AP {final['test'][2]:.2f}")
+    print(f"\nsaved {args.out} ({args.out.stat().st_size / 1e6:.1f} MB) in {time.perf_counter() - t_start:.0f} s total")
+    report(det, rows, table, evaluate)
 
 
 if __name__ == "__main__":

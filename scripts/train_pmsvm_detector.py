@@ -27,7 +27,7 @@ import numpy as np
 from facedet.bootstrap import bootstrap, calibrate_box, choose_threshold
 from facedet.detector import train_pmsvm_detector
 
-from _training_data import evaluate_scenes, load_training_data  # scripts/ is on sys.path when run
+from _training_data import evaluate_scenes, load_training_data, report  # scripts/ is on sys.path when run
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data"
@@ -71,23 +71,9 @@ def main():
 
     items = train_items + [(g, np.zeros((0, 4))) for g in negatives]
     det, ops = choose_threshold(det, items, candidates=np.round(np.arange(-1.0, 3.01, 0.1), 2), neighbors=(1, 2, 3))
-    print("  operating points on train split + negatives (threshold, min_neighbors, hits, false positives):")
-    print("   ", " ".join(f"({t:+.1f}, {k}, {h}, {f})" for t, k, h, f in ops))
-    print(f"  chosen threshold {det.threshold:+.2f}, min_neighbors {det.min_neighbors} (top of the longest max-F1 run)")
     det.save(args.out)
-
-    print(f"\nsaved {args.out} ({args.out.stat().st_size / 1e6:.2f} MB) in {time.perf_counter() - t_start:.0f} s "
-          f"total\n")
-    print("| round | non-face patches | FP windows on negatives | FP detections on negatives "
-          "| train split DR / FP | test split DR / FP / AP |")
-    print("|---|---|---|---|---|---|")
-    for r in table:
-        tr, te = r.scores["train"], r.scores["test"]
-        print(f"| {r.round} | {r.n_nonfaces} | {r.fp_windows} | {r.fp_detections} | {tr[0]:.2f} / {tr[1]} "
-              f"| {te[0]:.2f} / {te[1]} / {te[2]:.2f} |")
-    final = evaluate(det)
-    print(f"\nfinal (threshold {det.threshold:+.2f}, min_neighbors {det.min_neighbors}): train DR {final['train'][0]:.2f} "
-          f"FP {final['train'][1]}; test DR {final['test'][0]:.2f} FP {final['test'][1]} AP {final['test'][2]:.2f}")
+    print(f"\nsaved {args.out} ({args.out.stat().st_size / 1e6:.2f} MB) in {time.perf_counter() - t_start:.0f} s total")
+    report(det, ops, [(str(r.round), r) for r in table], evaluate)
 
 
 if __name__ == "__main__":
