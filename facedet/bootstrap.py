@@ -22,15 +22,16 @@ SVM_DEFAULTS = {"C": 10.0, "kernel": "poly", "degree": 2, "gamma": "auto", "coef
                 "cache_size": 500}
 
 
-def fit_svm(features, y, callback=None, **svm_params):
+def fit_svm(features, y, callback=None, sample_weight=None, **svm_params):
     """svmcore.SVC fitted on feature rows (n, 283) (see :func:`facedet.features.window_features`), y (n,), 1 = face.
 
     svm_params override SVM_DEFAULTS (poly kernel of degree 2 as in Osuna et al.; gamma "auto" = 1/283).
+    sample_weight: (n,) >= 0 or None; row i gets the box constraint C * sample_weight[i].
     """
     from svmcore import SVC
 
     params = {**SVM_DEFAULTS, **svm_params}
-    return SVC(callback=callback, **params).fit(features, y)
+    return SVC(callback=callback, **params).fit(features, y, sample_weight=sample_weight)
 
 
 def fit_prefilter(X, y, negative_images=(), augmentation=None, n_random=1000, recall=0.999, n_stages=8, seed=0):
@@ -105,18 +106,19 @@ class Round:
     scores: dict = field(default_factory=dict)  # extra figures from ``evaluate`` (e.g. detection rates)
 
 
-def bootstrap(detector, negative_images, rounds, *, features=None, labels=None, max_per_image=300,
-              evaluate=None, callback=None, svm_params=None):
+def bootstrap(detector, negative_images, rounds, *, features=None, labels=None, sample_weight=None,
+              max_per_image=300, evaluate=None, callback=None, svm_params=None):
     """Run ``rounds`` rounds of hard-negative mining from a trained detector.
 
     negative_images: face-free grey (or RGB) arrays. features, labels: the classifier's training set (rows
     of the detector's window features, 1 = face); if None, an SVC's support vectors (the points that define
-    it; Syed, Liu, Sung 1999) -- a PmSVM keeps no training rows, so it needs them. evaluate: optional
+    it; Syed, Liu, Sung 1999) -- a PmSVM keeps no training rows, so it needs them. sample_weight: optional
+    (n,) weights of those rows for the refits (an SVC's C per row); mined rows get weight 1. evaluate: optional
     detector -> dict of figures recorded per round. The prefilter and the scanning parameters stay fixed;
     each round the classifier (its own class and hyperparameters, updated by ``svm_params``) is refitted on
     the set plus every false positive so far. Returns (final detector, features, labels, list of
     :class:`Round`); round 0 is the starting detector. Raises ValueError without a training set for a
-    classifier that has no support vectors.
+    classifier that has no support vectors, and for weights that do not match the rows.
     """
     negative_images = [as_grey(g) for g in negative_images]
     clf = detector.classifier
@@ -125,6 +127,10 @@ def bootstrap(detector, negative_images, rounds, *, features=None, labels=None, 
             raise ValueError(f"bootstrap: a {type(clf).__name__} keeps no training rows; pass features and labels")
         features = np.asarray(clf.support_vectors_)
         labels = (np.ravel(clf.dual_coef_) > 0).astype(np.int64)
+    if sample_weight is not None:
+        sample_weight = np.asarray(sample_weight, dtype=np.float64)
+        if sample_weight.shape != (len(labels),):
+            raise ValueError(f"sample_weight: expected shape ({len(labels)},), got {sample_weight.shape}")
     params = {**clf.get_params(), **(svm_params or {})}
     if "callback" in params:
         params["callback"] = callback
@@ -140,7 +146,11 @@ def bootstrap(detector, negative_images, rounds, *, features=None, labels=None, 
             break
         features = np.concatenate([features, detector.window_features(windows)])
         labels = np.concatenate([labels, np.zeros(len(windows), np.int64)])
-        detector = Detector(type(clf)(**params).fit(features, labels), detector.prefilter,
+        fit_kw = {}  # weights only when given: PmSVM.fit takes none
+        if sample_weight is not None:
+            sample_weight = np.concatenate([sample_weight, np.ones(len(windows))])
+            fit_kw["sample_weight"] = sample_weight
+        detector = Detector(type(clf)(**params).fit(features, labels, **fit_kw), detector.prefilter,
                             features=detector.features, **detector.params())
     return detector, features, labels, table
 

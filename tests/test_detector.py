@@ -110,6 +110,24 @@ def test_bootstrap_rounds_reduce_false_positives(small, negatives):
     assert len(F3) > small[0].classifier.support_.size and table3[1].fp_windows <= table3[0].fp_windows
 
 
+def test_bootstrap_keeps_sample_weights(small, negatives):
+    """Weighted rows keep their box C * w through the refits; mined rows get weight 1."""
+    det, F, labels = small
+    w = np.where(labels == 1, 3.0, 1.0)
+    with pytest.raises(ValueError, match="sample_weight"):
+        bootstrap(det, negatives[:1], 1, features=F, labels=labels, sample_weight=w[:-1])
+    out, F2, labels2, _ = bootstrap(det, negatives[:1], 1, features=F, labels=labels, sample_weight=w)
+    clf = out.classifier
+    assert len(F2) > len(F)
+    alpha = np.abs(np.ravel(clf.dual_coef_))
+    w2 = np.r_[w, np.ones(len(F2) - len(F))][clf.support_]
+    assert (alpha <= clf.C * w2 * (1 + 1e-9)).all()
+    assert alpha[labels2[clf.support_] == 1].max() > clf.C * (1 + 1e-6)  # a face above C: its weight was used
+    # the same as one weighted fit on the grown set
+    ref = type(clf)(**clf.get_params()).fit(F2, labels2, sample_weight=np.r_[w, np.ones(len(F2) - len(F))])
+    np.testing.assert_allclose(clf.decision_function(F[:50]), ref.decision_function(F[:50]), atol=1e-6)
+
+
 def test_box_calibration_on_train_split(data_dir):
     scenes = data_dir / "scenes_annotated_dlib_voc"
     ann = read_annotations(scenes / "boxes.csv", split="train")
