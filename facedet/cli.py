@@ -151,7 +151,7 @@ def train(
         _usage(f"--features {features}: the svc classifier takes osuna features; use --classifier pmsvm")
     g = gamma if gamma in ("auto", "scale") else _number(gamma, "--gamma")
     scan_params = {"stride": stride, "scale_factor": scale_factor, "threshold": threshold,
-                   "refine": None if refine.lower() == "off" else _number(refine, "--refine")}
+                   "refine": _refine(refine)}
     X, y, failed = _patches(faces, nonfaces, data, split)
     augmentation = {"mirror": mirror, "shifts": shifts}
     with _progress() as progress:
@@ -185,6 +185,11 @@ def _number(text, name):
         return float(text)
     except ValueError:
         _usage(f"{name}: expected a number, got {text!r}")
+
+
+def _refine(text):
+    """--refine: a decision value, or 'off' (None: the grid only)."""
+    return None if text.lower() == "off" else _number(text, "--refine")
 
 
 @app.command()
@@ -269,7 +274,7 @@ def detect(
     overrides = {k: v for k, v in (("threshold", threshold), ("min_size", min_size), ("min_neighbors", min_neighbors),
                                    ("scale_factor", scale_factor), ("stride", stride)) if v is not None}
     if refine is not None:
-        overrides["refine"] = None if refine.lower() == "off" else _number(refine, "--refine")
+        overrides["refine"] = _refine(refine)
     if overrides:
         try:
             det = det.with_params(**overrides)
