@@ -5,7 +5,8 @@
 - :class:`LinearSVMPlus`, :class:`KernelSVMPlus`: SVM+ with privileged information (Li et al. CVPR 2016).
 - :class:`PmSVM`: additive-kernel SVM by regression-approximated dual coordinate descent (Wu, TNNLS).
 - :class:`TopKSVM`: top-k multiclass SVM by Prox-SDCA (Lapin, Hein, Schiele, NIPS 2015).
-- :func:`load`: read any model written by ``estimator.save(path)``.
+- :func:`load`: read any model written by ``estimator.save(path)``; :class:`NotFittedError` is raised
+  by a model used before ``fit``.
 
 Names are imported lazily so that ``import svmcore`` stays fast.
 """
@@ -18,6 +19,7 @@ _EXPORTS = {
     "KernelSVMPlus": "svmplus",
     "PmSVM": "pmsvm",
     "TopKSVM": "topk",
+    "NotFittedError": "_validation",
 }
 __all__ = [*_EXPORTS, "load"]
 
@@ -32,7 +34,7 @@ def load(path):
     """Load a model saved by ``estimator.save(path)``; see :func:`svmcore.persistence.load`."""
     from . import persistence
 
-    for module in set(_EXPORTS.values()):
+    for module in set(_EXPORTS.values()) - {"_validation"}:
         try:
             import_module(f".{module}", __name__)
         except ModuleNotFoundError as exc:

@@ -21,7 +21,7 @@ def check_array(X, name="X", *, ndim=2, allow_sparse=False, dtype=np.float64, mi
         if not allow_sparse:
             raise TypeError(f"{name}: sparse input is not supported here; pass a dense array")
         X = sp.csr_matrix(X)
-        if not np.issubdtype(X.dtype, np.number) or np.issubdtype(X.dtype, np.complexfloating):
+        if not (np.issubdtype(X.dtype, np.number) or X.dtype == bool) or np.issubdtype(X.dtype, np.complexfloating):
             raise TypeError(f"{name}: expected real numbers, got dtype {X.dtype}")
         X = X.astype(dtype)
         data = X.data
@@ -70,8 +70,10 @@ def check_labels(y, n_samples, *, name="y", min_classes=2, max_classes=None):
         raise ValueError(f"{name}: has {y.shape[0]} labels for {n_samples} samples")
     if y.dtype.kind == "f" and not np.isfinite(y).all():
         raise ValueError(f"{name}: contains NaN or infinity")
-    if y.dtype == object:
-        raise TypeError(f"{name}: labels must be numbers or strings, got dtype object")
+    if y.dtype == object:  # pandas / CSV string columns arrive as object arrays of str
+        if not all(isinstance(v, str) for v in y):
+            raise TypeError(f"{name}: labels must be numbers or strings, got dtype object")
+        y = y.astype(str)
     classes, y_index = np.unique(y, return_inverse=True)
     if classes.size < min_classes:
         raise ValueError(f"{name}: needs at least {min_classes} classes, got {classes.size} ({classes.tolist()})")
@@ -115,7 +117,11 @@ def check_choice(value, name, choices):
     return value
 
 
+class NotFittedError(ValueError, AttributeError):
+    """Raised when a model is used before ``fit``; a ValueError and an AttributeError, like scikit-learn's."""
+
+
 def check_fitted(estimator, attribute):
-    """Raise ValueError (as ``NotFittedError`` in spirit) if ``estimator`` has not been fitted."""
+    """Raise :class:`NotFittedError` if ``estimator`` has no learned ``attribute`` (has not been fitted)."""
     if not hasattr(estimator, attribute):
-        raise ValueError(f"this {type(estimator).__name__} is not fitted yet; call fit first")
+        raise NotFittedError(f"this {type(estimator).__name__} is not fitted yet; call fit first")

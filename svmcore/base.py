@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import inspect
+import numbers
 
 import numpy as np
 
@@ -11,13 +12,26 @@ from . import persistence
 class BaseEstimator:
     """Hyperparameters are the ``__init__`` arguments; learned attributes end in ``_``.
 
-    Subclasses list their learned arrays in ``_state_arrays`` and learned scalars (JSON-able) in
+    Subclasses list their learned arrays in ``_state_arrays`` and learned scalars (numbers) in
     ``_state_meta``; :meth:`save` stores exactly those, and ``svmcore.load`` restores them after
-    calling ``_check_state``, which subclasses override to validate shapes.
+    calling ``_check_state``: the hyperparameter checks of ``fit`` (``_check_params``) plus the shape
+    checks subclasses add. Works with scikit-learn's model selection (``clone``, ``GridSearchCV``,
+    ``Pipeline``) without depending on it.
     """
 
     _state_arrays: tuple[str, ...] = ()
     _state_meta: tuple[str, ...] = ()
+    _estimator_type: str | None = None
+    _sparse_input = True  # whether fit accepts scipy.sparse X (scikit-learn's input tag)
+
+    def __sklearn_tags__(self):
+        # called only by scikit-learn (>= 1.6), so importing it here adds no runtime dependency
+        from sklearn.utils import ClassifierTags, InputTags, Tags, TargetTags
+
+        classifier = self._estimator_type == "classifier"
+        return Tags(estimator_type=self._estimator_type, target_tags=TargetTags(required=classifier),
+                    classifier_tags=ClassifierTags() if classifier else None,
+                    input_tags=InputTags(sparse=self._sparse_input))
 
     @classmethod
     def _param_names(cls):
@@ -25,9 +39,12 @@ class BaseEstimator:
         return [p for p in sig.parameters if p != "self" and sig.parameters[p].kind == inspect.Parameter.POSITIONAL_OR_KEYWORD]
 
     def get_params(self, deep=True):
+        """The hyperparameters as a dict {name: value} (``deep`` is accepted for scikit-learn)."""
         return {name: getattr(self, name) for name in self._param_names()}
 
     def set_params(self, **params):
+        """Set hyperparameters by name and return self; ValueError for an unknown name. Takes effect at the
+        next ``fit``."""
         valid = set(self._param_names())
         for key, value in params.items():
             if key not in valid:
@@ -59,6 +76,9 @@ class BaseEstimator:
         unknown = set(params) - set(cls._param_names())
         if unknown:
             raise ValueError(f"unknown parameters {sorted(unknown)}")
+        missing = set(cls._param_names()) - set(params) - {"callback"}  # callables are never saved
+        if missing:  # a default would silently change the model (another kernel, degree, ...)
+            raise ValueError(f"missing parameters {sorted(missing)}")
         est = cls(**params)
         for k in cls._state_arrays:
             if k not in arrays:
@@ -71,13 +91,39 @@ class BaseEstimator:
         est._check_state()
         return est
 
+    def _check_params(self):
+        """Check the hyperparameters (TypeError / ValueError); subclasses extend this."""
+
     def _check_state(self):
-        """Validate restored learned attributes; raise ValueError if inconsistent."""
+        """Validate restored hyperparameters and learned attributes; raise ValueError if inconsistent."""
+        self._check_params()
         for k in self._state_arrays:
             a = getattr(self, k)
-            if a.dtype.kind in "fc" and not np.isfinite(a).all():
+            # classes_ may hold strings; everything else is numeric (bool, int, float)
+            if a.dtype.kind not in ("biuf" + ("U" if k == "classes_" else "")):
+                raise ValueError(f"array {k!r} has dtype {a.dtype}; expected numbers")
+            if a.dtype.kind == "f" and not np.isfinite(a).all():
                 raise ValueError(f"array {k!r} contains NaN or infinity")
+        for k in self._state_meta:
+            v = getattr(self, k)
+            if isinstance(v, bool) or not isinstance(v, numbers.Real) or not np.isfinite(v):
+                raise ValueError(f"{k} must be a finite number, got {v!r}")
 
     def save(self, path):
-        """Save the fitted model to ``path`` (.npz arrays + JSON header, written atomically)."""
+        """Save the fitted model to ``path`` (.npz arrays + JSON header, written atomically); returns the
+        path as a ``pathlib.Path``.
+
+        Raises ValueError if the model is not fitted, TypeError if a hyperparameter cannot be stored in
+        JSON, OSError if the folder is not writable (an existing file at ``path`` is then left intact).
+        """
         return persistence.save(self, path)
+
+
+class ClassifierMixin:
+    """scikit-learn's classifier protocol: ``_estimator_type`` and :meth:`score` (mean accuracy)."""
+
+    _estimator_type = "classifier"
+
+    def score(self, X, y):
+        """Mean accuracy of ``predict(X)`` against labels y (n,); a float in [0, 1]."""
+        return float(np.mean(self.predict(X) == np.asarray(y)))

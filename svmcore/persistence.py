@@ -30,10 +30,10 @@ def register(cls):
 def atomic_write(path):
     """Context manager yielding a binary file whose content replaces ``path`` only on success.
 
-    Writes to a temporary file in the same folder, fsyncs, then ``os.replace`` (atomic on POSIX and
+    Writes to a temporary file in the target's folder, fsyncs, then ``os.replace`` (atomic on POSIX and
     Windows); on any exception the temporary file is removed and ``path`` is left untouched.
     """
-    path = Path(path)
+    path = Path(os.path.realpath(path))  # through a symlink: replace its target, keep the link
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     umask = os.umask(0)
     os.umask(umask)
@@ -78,15 +78,17 @@ def read_archive(path, expected_format: str) -> tuple[dict, dict]:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"model file not found: {path}")
+    if not zipfile.is_zipfile(path):  # np.load would accept a bare .npy array (or, unsafely, a pickle)
+        raise ValueError(f"{path}: not a model file (not an .npz archive)")
     try:
         with np.load(path, allow_pickle=False) as npz:
-            if "__header__" not in npz.files:
-                raise ValueError(f"{path}: not a model file of this project (no header)")
             arrays = {k: npz[k] for k in npz.files}
     except (zipfile.BadZipFile, OSError, EOFError) as exc:
         raise ValueError(f"{path}: not a readable model file ({exc})") from exc
     except ValueError as exc:  # numpy refuses object arrays (pickle) with ValueError
         raise ValueError(f"{path}: not a valid model file ({exc})") from exc
+    if "__header__" not in arrays:
+        raise ValueError(f"{path}: not a model file of this project (no header)")
     raw = arrays.pop("__header__")
     try:
         header = json.loads(raw.tobytes().decode("utf-8"))
@@ -112,7 +114,8 @@ def load(path):
     """Load an estimator saved by ``estimator.save(path)``.
 
     Raises FileNotFoundError for a missing file and ValueError for a corrupt, foreign or inconsistent
-    file (unknown class, missing or mis-shaped arrays, invalid hyperparameters).
+    file (not an .npz, unknown class, missing parameters, missing, mis-typed or mis-shaped arrays,
+    invalid hyperparameters or learned values). Never unpickles.
     """
     header, arrays = read_archive(path, "svmcore-model")
     name = header.get("class")
@@ -125,5 +128,5 @@ def load(path):
         raise ValueError(f"{path}: header lacks 'params' or 'meta'")
     try:
         return cls._from_state(params, meta, arrays)
-    except (KeyError, TypeError, ValueError) as exc:
+    except (KeyError, TypeError, ValueError, IndexError) as exc:
         raise ValueError(f"{path}: invalid {name} model ({exc})") from exc

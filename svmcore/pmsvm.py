@@ -37,7 +37,7 @@ import scipy.sparse as sp
 from . import persistence
 from ._validation import (check_array, check_choice, check_fitted, check_labels, check_n_features,
                           check_scalar)
-from .base import BaseEstimator
+from .base import BaseEstimator, ClassifierMixin
 
 PAPER_ANCHORS = (0.01, 0.06, 0.75)  # Eq. (31), in units of x_max
 OFFSET_B = 0.05  # b in e(q) = (1, ln(q + b), ln^2(q + b)), Eq. (25)
@@ -494,7 +494,7 @@ def _regression_decision(indptr, indices, data, W, bias, inv_x_max, n_basis, out
 
 # --- the estimator ---------------------------------------------------------------------------------
 @persistence.register
-class PmSVM(BaseEstimator):
+class PmSVM(ClassifierMixin, BaseEstimator):
     """Power mean SVM (Wu, TNNLS 2015): additive-kernel C-SVM on nonnegative features, O(d) prediction.
 
     Minimises the L1-loss (hinge) SVM dual 1/2 a^T Q a - 1^T a, 0 <= a_i <= C, with
@@ -569,9 +569,10 @@ class PmSVM(BaseEstimator):
         check_choice(self.loss, "loss", ("hinge", "squared_hinge"))
         return anchors
 
-    def _pairs(self):
-        """(n_models, 2) class indices (a, b) of each binary problem; b is the positive class."""
-        k = len(self.classes_)
+    def _pairs(self, k=None):
+        """(n_models, 2) class indices (a, b) of each binary problem for k classes (default: classes_); b is
+        the positive class."""
+        k = len(self.classes_) if k is None else k
         if k == 2:
             return np.array([[0, 1]])
         if self.multi_class == "ovr":
@@ -584,16 +585,20 @@ class PmSVM(BaseEstimator):
         return X
 
     def fit(self, X, y):
-        """Train on X (n, d) nonnegative float array or CSR matrix and labels y (n,); returns self."""
+        """Train on X (n, d) nonnegative float array or CSR matrix and labels y (n,); returns self.
+
+        Raises ValueError for negative features, NaN/inf, all-zero X, a single class, wrong shapes or bad
+        hyperparameters (p > 0, C <= 0, ...); TypeError for non-numeric input. A failed fit leaves an
+        earlier fit's model unchanged.
+        """
         anchors = self._check_params()
         X = self._check_X(X)
-        self.classes_, y_index = check_labels(y, X.shape[0])
+        classes, y_index = check_labels(y, X.shape[0])
         X = sp.csr_matrix(X)
         X.eliminate_zeros()  # k(0, x) = 0: zero features never enter a gradient or an update
         x_max = float(X.data.max()) if X.nnz else 0.0
         if x_max <= 0:
             raise ValueError("X: all features are zero; nothing to learn")
-        self.x_max_ = x_max
         n, d = X.shape
         n_basis = len(anchors)
         u = X.data / x_max
@@ -609,7 +614,7 @@ class PmSVM(BaseEstimator):
             ev = explanatory_variables(nodes, n_basis)
             beta = regression_weights(nodes, anchors, self.p)
         beta *= x_max  # back to feature units: k(q, x) = s k(q/s, x/s)
-        pairs = self._pairs()
+        pairs = self._pairs(len(classes))
         n_models = len(pairs)
         pos = y_index[None, :] == pairs[:, 1:2]
         neg = (y_index[None, :] == pairs[:, 0:1]) | (pairs[:, 0:1] < 0)
@@ -633,6 +638,10 @@ class PmSVM(BaseEstimator):
             _sgd(indptr, indices, codes, ev, beta, Y, float(self.C), float(self.tol), int(self.max_iter),
                  seeds, W, bias, n_iter)
             self.n_passes_ = n_iter.astype(np.float64)  # every SGD epoch visits every sample
+            if hasattr(self, "alpha_"):
+                del self.alpha_  # from an earlier dual fit
+        self.classes_ = classes
+        self.x_max_ = x_max
         self.coef_ = W
         self.intercept_ = bias
         self.n_iter_ = n_iter
@@ -655,7 +664,9 @@ class PmSVM(BaseEstimator):
 
         With ``lut_bins`` this is :func:`lut_decision` (O(d) per sample); otherwise the regression
         f_m(x) = intercept_m + sum_{j: x_j > 0} e(x_j / x_max_)^T coef_[m, j] (Eq. 40 with the learned w).
-        X: (n, d) nonnegative array or CSR matrix with the training number of features.
+        X: (n, d) nonnegative array or CSR matrix with the training number of features. Raises
+        :class:`svmcore.NotFittedError` before fit, ValueError for negative features, NaN/inf or a wrong
+        number of features.
         """
         check_fitted(self, "coef_")
         X = self._check_X(X)
@@ -672,7 +683,7 @@ class PmSVM(BaseEstimator):
         return out if self.multi_class == "ovr" else self._ovo_votes(out)
 
     def predict(self, X):
-        """Predicted labels (n,), taken from ``classes_``."""
+        """Predicted labels (n,) with the dtype of ``classes_``; errors as :meth:`decision_function`."""
         f = self.decision_function(X)
         if f.ndim == 1:
             return self.classes_[(f > 0).astype(np.int64)]
@@ -694,7 +705,6 @@ class PmSVM(BaseEstimator):
 
     def _check_state(self):
         super()._check_state()
-        self._check_params()
         m, d, b = self.coef_.shape if self.coef_.ndim == 3 else (None, None, None)
         if m is None or b != len(pmsvm_anchors(self.n_anchors)):
             raise ValueError(f"coef_ has shape {self.coef_.shape}; expected (n_models, d, {self.n_anchors})")

@@ -11,7 +11,7 @@ import scipy.sparse as sp
 from . import persistence
 from ._validation import (check_array, check_choice, check_fitted, check_labels, check_n_features,
                           check_sample_weight, check_scalar)
-from .base import BaseEstimator
+from .base import BaseEstimator, ClassifierMixin
 from .kernels import KernelSpec, kernel_block, resolve_kernel
 from .qmatrix import KernelQ, PrecomputedQ
 from .smo import solve
@@ -26,6 +26,12 @@ class _KernelSVM(BaseEstimator):
     _state_meta = ("gamma_", "n_features_in_", "n_iter_", "objective_", "kkt_violation_", "fit_seconds_")
 
     def _check_params(self):
+        check_choice(self.kernel, "kernel", ("linear", "poly", "rbf", "precomputed"))
+        if self.kernel == "poly":
+            check_scalar(self.degree, "degree", lo=1, integer=True)
+            check_scalar(self.coef0, "coef0")
+        if self.kernel in ("poly", "rbf") and self.gamma not in ("scale", "auto"):
+            check_scalar(self.gamma, "gamma", lo=0, lo_open=True)
         check_scalar(self.tol, "tol", lo=0, lo_open=True)
         check_scalar(self.cache_size, "cache_size", lo=0, lo_open=True)
         if self.working_set_size is not None:
@@ -37,9 +43,13 @@ class _KernelSVM(BaseEstimator):
         if self.callback is not None and not callable(self.callback):
             raise TypeError("callback: expected a callable taking one dict")
 
-    def _prepare(self, X):
+    @property
+    def _sparse_input(self):
+        return self.kernel != "precomputed"
+
+    def _prepare(self, X, min_rows=1):
         """Validate X and return (X, Q-factory arguments) for the kernel."""
-        X = check_array(X, "X", allow_sparse=self.kernel != "precomputed")
+        X = check_array(X, "X", allow_sparse=self._sparse_input, min_rows=min_rows)
         spec = resolve_kernel(self.kernel, X, self.gamma, self.degree, self.coef0)
         if spec.kind == "precomputed" and X.shape[0] != X.shape[1]:
             raise ValueError(f"X: a precomputed kernel must be square (n, n) in fit, got shape {X.shape}")
@@ -99,16 +109,23 @@ class _KernelSVM(BaseEstimator):
 
     def _check_state(self):
         super()._check_state()
+        if self.support_.ndim != 1 or self.support_.dtype.kind not in "iu":
+            raise ValueError(f"support_ must be a 1-D integer array, got {self.support_.dtype} {self.support_.shape}")
         n_sv = self.support_.shape[0]
         if self.dual_coef_.shape != (1, n_sv) or self.intercept_.shape != (1,):
             raise ValueError("dual_coef_/intercept_ shapes do not match support_")
+        if self.kernel in ("poly", "rbf") and not self.gamma_ > 0:
+            raise ValueError(f"gamma_ must be > 0 for the {self.kernel} kernel, got {self.gamma_}")
+        if self.kernel == "precomputed" and n_sv and (self.support_.min() < 0 or
+                                                       self.support_.max() >= self.n_features_in_):
+            raise ValueError("support_ indexes outside the training kernel")
         if self.kernel != "precomputed" and self.support_vectors_.shape != (n_sv, self.n_features_in_):
             raise ValueError(f"support_vectors_ has shape {self.support_vectors_.shape}, "
                              f"expected ({n_sv}, {self.n_features_in_})")
 
 
 @persistence.register
-class SVC(_KernelSVM):
+class SVC(ClassifierMixin, _KernelSVM):
     """Kernel C-support vector classifier trained by working-set decomposition.
 
     Dual (Osuna et al. 1997, Eq. 3; LIBSVM's form): min_a 1/2 a'Qa - 1'a, y'a = 0, 0 <= a_i <= C w_i,
@@ -123,7 +140,8 @@ class SVC(_KernelSVM):
     (1, n_SV) = alpha_i y_i with y = +1 for classes_[1], intercept_ (1,), objective_ (1/2 a'Qa - 1'a at
     the solution), kkt_violation_, n_iter_, gamma_, cache_hit_rate_, fit_seconds_.
     Raises TypeError/ValueError for bad input: NaN/inf, wrong shapes, empty X, a single class, C <= 0,
-    unknown kernel.
+    unknown kernel; :class:`svmcore.NotFittedError` (a ValueError) before fit.
+    Working-set selection and the SMO step: Fan, Chen, Lin, JMLR 2005 (LIBSVM).
     """
 
     _state_arrays = _KernelSVM._state_arrays + ("classes_",)
@@ -132,14 +150,25 @@ class SVC(_KernelSVM):
                  working_set_size=None, shrinking=True, max_iter=None, verbose=False, callback=None):
         self.set_params(**{k: v for k, v in locals().items() if k != "self"})
 
-    def fit(self, X, y, sample_weight=None):
-        """Train on X (n, d) float array or CSR (or (n, n) kernel if precomputed) and y (n,) with 2 labels."""
+    def _check_params(self):
         check_scalar(self.C, "C", lo=0, lo_open=True)
-        check_choice(self.kernel, "kernel", ("linear", "poly", "rbf", "precomputed"))
+        super()._check_params()
+
+    def fit(self, X, y, sample_weight=None):
+        """Train and return self.
+
+        X: (n, d) float array or CSR matrix, or the (n, n) kernel matrix for kernel="precomputed"; y: (n,)
+        with exactly 2 distinct labels (numbers or strings); sample_weight: (n,) >= 0, None for ones; row
+        i gets the box constraint C * sample_weight[i]. Raises ValueError for NaN/inf, wrong shapes, a
+        single class (also among the rows of positive weight) and bad hyperparameters; TypeError for
+        non-numeric input.
+        """
         self._check_params()
         X, spec = self._prepare(X)
         classes, yi = check_labels(y, X.shape[0], max_classes=2)
         w = check_sample_weight(sample_weight, X.shape[0])
+        if np.unique(yi[w > 0]).size < 2:
+            raise ValueError("sample_weight: all rows of positive weight belong to one class")
         ys = np.where(yi == 1, 1.0, -1.0)
         n = X.shape[0]
         res = self._run(self._make_q(X, spec, ys), -np.ones(n), ys, self.C * w, np.zeros(n))
@@ -151,11 +180,8 @@ class SVC(_KernelSVM):
 
     def predict(self, X):
         """Class labels (n,) from classes_: classes_[1] where decision_function(X) > 0."""
-        return self.classes_[(self.decision_function(X) > 0).astype(int)]
-
-    def score(self, X, y):
-        """Mean accuracy of predict(X) against y."""
-        return float(np.mean(self.predict(X) == np.asarray(y)))
+        f = self.decision_function(X)
+        return self.classes_[(f > 0).astype(int)]
 
     def _check_state(self):
         super()._check_state()
@@ -173,17 +199,22 @@ class OneClassSVM(_KernelSVM):
     """
 
     _state_arrays = _KernelSVM._state_arrays
+    _estimator_type = "outlier_detector"
 
     def __init__(self, nu=0.5, kernel="rbf", degree=3, gamma="scale", coef0=0.0, tol=1e-3, cache_size=200,
                  working_set_size=None, shrinking=True, max_iter=None, verbose=False, callback=None):
         self.set_params(**{k: v for k, v in locals().items() if k != "self"})
 
-    def fit(self, X, y=None, sample_weight=None):
-        """Train on X (n, d) (or an (n, n) precomputed kernel); y is ignored."""
+    def _check_params(self):
         check_scalar(self.nu, "nu", lo=0, hi=1, lo_open=True)
-        check_choice(self.kernel, "kernel", ("linear", "poly", "rbf", "precomputed"))
+        super()._check_params()
+
+    def fit(self, X, y=None, sample_weight=None):
+        """Train and return self. X: (n, d) float array or CSR, n >= 2 (or an (n, n) precomputed kernel);
+        y is ignored; sample_weight: (n,) >= 0 (None: ones), the per-row upper bounds of alpha, with
+        sum(alpha) = nu * sum(sample_weight). Raises ValueError / TypeError as :meth:`SVC.fit`."""
         self._check_params()
-        X, spec = self._prepare(X)
+        X, spec = self._prepare(X, min_rows=2)
         n = X.shape[0]
         w = check_sample_weight(sample_weight, n)
         alpha0 = initial_one_class_alpha(self.nu * w.sum(), w)

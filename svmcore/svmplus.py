@@ -22,15 +22,13 @@ import scipy.sparse as sp
 from . import persistence
 from ._validation import (check_array, check_choice, check_fitted, check_labels, check_n_features,
                           check_scalar)
-from .base import BaseEstimator
+from .base import BaseEstimator, ClassifierMixin
 from .dcd import as_rows, dcd_svmplus
 from .kernels import KernelSpec, kernel_block, resolve_kernel, row_norms_sq
 
 
-def _check_fit_input(X, X_star, y, C, gamma):
+def _check_fit_input(X, X_star, y):
     """Validate fit arguments; return X, X_star (float64 arrays or CSR), classes_ and y in {+1, -1}."""
-    check_scalar(C, "C", lo=0, lo_open=True)
-    check_scalar(gamma, "gamma", lo=0, lo_open=True)
     X = check_array(X, "X", allow_sparse=True)
     X_star = check_array(X_star, "X_star", allow_sparse=True)
     if X_star.shape[0] != X.shape[0]:
@@ -47,7 +45,7 @@ def _check_predict_input(est, X, attribute):
     return X
 
 
-class _Classifier:
+class _Classifier(ClassifierMixin):
     """predict() from decision_function(): sign -> classes_[1] for > 0 (scikit-learn's convention)."""
 
     def predict(self, X):
@@ -55,9 +53,10 @@ class _Classifier:
         f = self.decision_function(X)
         return self.classes_[(f > 0).astype(np.int64)]
 
-    def score(self, X, y):
-        """Mean accuracy of :meth:`predict` on (X, y)."""
-        return float(np.mean(self.predict(X) == np.asarray(y)))
+    def _check_params(self):
+        check_scalar(self.C, "C", lo=0, lo_open=True)
+        check_scalar(self.gamma, "gamma", lo=0, lo_open=True)
+        check_scalar(self.tol, "tol", lo=0, lo_open=True)
 
 
 @persistence.register
@@ -89,15 +88,20 @@ class LinearSVMPlus(_Classifier, BaseEstimator):
         self.max_iter = max_iter
         self.random_state = random_state
 
+    def _check_params(self):
+        super()._check_params()
+        check_scalar(self.max_iter, "max_iter", lo=1, integer=True)
+        if self.random_state is not None:
+            check_scalar(self.random_state, "random_state", lo=0, integer=True)
+
     def fit(self, X, X_star, y):
         """Train on X (n, d) and privileged X_star (n, d*), float arrays or scipy.sparse; y (n,) two classes.
 
         Raises ValueError for mismatched rows, NaN/inf, a single class, C <= 0, gamma <= 0, tol <= 0,
         max_iter < 1; TypeError for non-numeric input. Returns self.
         """
-        X, Z, classes, ys = _check_fit_input(X, X_star, y, self.C, self.gamma)
-        check_scalar(self.tol, "tol", lo=0, lo_open=True)
-        check_scalar(self.max_iter, "max_iter", lo=1, integer=True)
+        self._check_params()
+        X, Z, classes, ys = _check_fit_input(X, X_star, y)
         C, gamma = float(self.C), float(self.gamma)
         seed = int(np.random.default_rng(self.random_state).integers(2**31 - 1))
         n = X.shape[0]
@@ -241,13 +245,20 @@ class KernelSVMPlus(_Classifier, BaseEstimator):
         self.kernel_star_gamma = kernel_star_gamma
         self.tol = tol
 
-    @classmethod
-    def _resolve(cls, kernel, X, g, name):
-        check_choice(kernel, name, cls._kernels)
+    def _check_params(self):
+        super()._check_params()
+        for name in ("kernel", "kernel_star"):
+            check_choice(getattr(self, name), name, self._kernels)
+            g = getattr(self, f"{name}_gamma")
+            if isinstance(g, str):
+                check_choice(g, f"{name}_gamma", ("scale", "auto"))
+            elif g is not None:
+                check_scalar(g, f"{name}_gamma", lo=0, lo_open=True)
+
+    @staticmethod
+    def _resolve(kernel, X, g):
         if kernel == "rbf" and g is None:
             return KernelSpec("rbf", mean_distance_gamma(X))
-        if g is not None and not isinstance(g, str):
-            check_scalar(g, f"{name}_gamma", lo=0, lo_open=True)
         return resolve_kernel(kernel, X, g, 3, 0.0)
 
     def _spec(self):
@@ -259,10 +270,10 @@ class KernelSVMPlus(_Classifier, BaseEstimator):
         Raises ValueError for mismatched rows, NaN/inf, a single class, C <= 0, gamma <= 0, tol <= 0, an
         unknown kernel or a kernel width <= 0; TypeError for non-numeric input. Returns self.
         """
-        X, Z, classes, ys = _check_fit_input(X, X_star, y, self.C, self.gamma)
-        check_scalar(self.tol, "tol", lo=0, lo_open=True)
-        spec = self._resolve(self.kernel, X, self.kernel_gamma, "kernel")
-        spec_star = self._resolve(self.kernel_star, Z, self.kernel_star_gamma, "kernel_star")
+        self._check_params()
+        X, Z, classes, ys = _check_fit_input(X, X_star, y)
+        spec = self._resolve(self.kernel, X, self.kernel_gamma)
+        spec_star = self._resolve(self.kernel_star, Z, self.kernel_star_gamma)
         K_aug = kernel_block(X, X, spec) + 1.0
         K_star_aug = kernel_block(Z, Z, spec_star) + 1.0
         Q = l2_svmplus_q(K_aug, K_star_aug, ys, float(self.C), float(self.gamma))
@@ -295,9 +306,8 @@ class KernelSVMPlus(_Classifier, BaseEstimator):
 
     def _check_state(self):
         super()._check_state()
-        check_choice(self.kernel, "kernel", self._kernels)
-        n_sv = self.dual_coef_.shape[0]
-        if self.dual_coef_.ndim != 1 or self.support_.shape != (n_sv,):
+        n_sv = self.dual_coef_.shape[0] if self.dual_coef_.ndim == 1 else -1
+        if n_sv < 0 or self.support_.shape != (n_sv,):
             raise ValueError(f"dual_coef_ {self.dual_coef_.shape} and support_ {self.support_.shape} disagree")
         if self.support_vectors_.shape != (n_sv, self.n_features_in_):
             raise ValueError(f"support_vectors_ has shape {self.support_vectors_.shape}, expected "

@@ -8,7 +8,7 @@ import scipy.sparse as sp
 
 from . import persistence
 from ._validation import check_array, check_choice, check_fitted, check_labels, check_n_features, check_scalar
-from .base import BaseEstimator
+from .base import BaseEstimator, ClassifierMixin
 from .kernels import kernel_block, resolve_kernel, row_norms_sq
 from .sdca import block_violations, cs_fit, kernel_epoch, linear_epoch, objectives
 
@@ -39,7 +39,7 @@ def _csr_arrays(X):
 
 
 @persistence.register
-class TopKSVM(BaseEstimator):
+class TopKSVM(ClassifierMixin, BaseEstimator):
     """Top-k multiclass SVM: minimise 1/2 ||W||^2 + C sum_i loss_k(W' x_i, y_i) by Prox-SDCA.
 
     Parameters
@@ -97,8 +97,12 @@ class TopKSVM(BaseEstimator):
         if self.random_state is not None:
             check_scalar(self.random_state, "random_state", lo=0, integer=True)
 
+    @property
+    def _sparse_input(self):
+        return self.kernel == "linear"
+
     def _check_X(self, X, name="X"):
-        return check_array(X, name, allow_sparse=self.kernel == "linear")
+        return check_array(X, name, allow_sparse=self._sparse_input)
 
     @staticmethod
     def _labels(y, n, classes):
@@ -249,10 +253,13 @@ class TopKSVM(BaseEstimator):
     # --- persistence -----------------------------------------------------------------------------------------
     def _check_state(self):
         super()._check_state()
-        self._check_params()
         m, d = self.classes_.size, self.n_features_in_
         if m < 2 or self.k >= m:
             raise ValueError(f"classes_ has {m} entries for k={self.k}")
+        if self.support_.ndim != 1 or self.support_.dtype.kind not in "iu":
+            raise ValueError(f"support_ must be a 1-D integer array, got {self.support_.dtype} {self.support_.shape}")
+        if self.kernel == "rbf" and not self.gamma_ > 0:
+            raise ValueError(f"gamma_ must be > 0 for the rbf kernel, got {self.gamma_}")
         n_sv = self.support_.shape[0]
         if self.kernel == "linear":
             if self.coef_.shape != (m, d):

@@ -1,0 +1,120 @@
+"""The contract every svmcore estimator shares: scikit-learn's model-selection tools work on it, it is
+unusable before fit with a clear error, and ``svmcore.load`` refuses a file whose hyperparameters or
+learned values are missing or invalid instead of silently building another model. Real data: CBCL
+patches (pixels in [0, 1], nonnegative, so PmSVM takes them too)."""
+
+import json
+
+import numpy as np
+import pytest
+from sklearn.base import clone, is_classifier
+from sklearn.model_selection import GridSearchCV, cross_val_score
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import MinMaxScaler
+
+import svmcore
+
+
+@pytest.fixture(scope="module")
+def patches(cbcl):
+    rng = np.random.default_rng(1)
+    i = rng.choice(len(cbcl["X_train"]), 300, replace=False)
+    return cbcl["X_train"][i], cbcl["y_train"][i]
+
+
+CLASSIFIERS = [
+    lambda: svmcore.SVC(kernel="poly", degree=2, gamma=1 / 361, coef0=1.0),
+    lambda: svmcore.PmSVM(random_state=0),
+    lambda: svmcore.TopKSVM(k=1, C=1.0, random_state=0),
+]
+
+
+@pytest.mark.parametrize("make", CLASSIFIERS)
+def test_sklearn_model_selection_works(make, patches):
+    X, y = patches
+    est = make()
+    assert is_classifier(est)
+    scores = cross_val_score(est, X, y, cv=3)
+    assert scores.shape == (3,) and scores.min() > 0.8  # face vs non-face patches; chance is 0.65
+    pipe = make_pipeline(MinMaxScaler(), clone(est)).fit(X, y)
+    assert pipe.score(X, y) == pytest.approx(make().fit(MinMaxScaler().fit_transform(X), y).score(
+        MinMaxScaler().fit_transform(X), y))
+    grid = GridSearchCV(make(), {"C": [0.1, 10.0]}, cv=2).fit(X, y)
+    assert grid.best_params_["C"] in (0.1, 10.0)
+
+
+@pytest.mark.parametrize("make", CLASSIFIERS + [lambda: svmcore.OneClassSVM(nu=0.2)])
+def test_not_fitted_error(make, patches):
+    for method in ("predict", "decision_function"):
+        with pytest.raises(svmcore.NotFittedError, match="not fitted"):
+            getattr(make(), method)(patches[0])
+    assert issubclass(svmcore.NotFittedError, ValueError) and issubclass(svmcore.NotFittedError, AttributeError)
+
+
+def test_string_labels_from_object_arrays(patches):
+    X, y = patches
+    labels = np.array(["non-face", "face"], dtype=object)[y]  # how pandas hands over a string column
+    m = svmcore.SVC(kernel="poly", degree=2, gamma=1 / 361, coef0=1.0).fit(X, labels)
+    ints = svmcore.SVC(kernel="poly", degree=2, gamma=1 / 361, coef0=1.0).fit(X, 1 - y)  # "face" < "non-face"
+    assert list(m.classes_) == ["face", "non-face"]
+    assert np.array_equal(m.predict(X), np.array(["face", "non-face"])[ints.predict(X)])
+    with pytest.raises(TypeError, match="numbers or strings"):
+        svmcore.SVC().fit(X, np.array([object()] * len(y), dtype=object))
+
+
+def test_weights_on_one_class_only_are_refused(patches):
+    X, y = patches
+    with pytest.raises(ValueError, match="one class"):
+        svmcore.SVC().fit(X, y, sample_weight=(y == 1).astype(float))
+
+
+def test_failed_pmsvm_refit_keeps_the_old_model(patches):
+    X, y = patches
+    m = svmcore.PmSVM(random_state=0).fit(X, np.where(y == 1, "face", "non-face"))
+    before = m.predict(X)
+    with pytest.raises(ValueError, match="all features are zero"):
+        m.fit(np.zeros_like(X), np.where(y == 1, "cat", "dog"))
+    assert list(m.classes_) == ["face", "non-face"] and np.array_equal(m.predict(X), before)
+    m.set_params(solver="sgd").fit(X[:100], y[:100])
+    assert not hasattr(m, "alpha_")  # the dual variables of the first fit do not describe this one
+
+
+def _rewrite(path, out, edit):
+    with np.load(path) as z:
+        arrays = {k: z[k] for k in z.files}
+    header = json.loads(arrays.pop("__header__").tobytes())
+    edit(header, arrays)
+    np.savez(out, __header__=np.frombuffer(json.dumps(header).encode(), np.uint8), **arrays)
+    return out
+
+
+@pytest.mark.parametrize("edit,match", [
+    (lambda h, a: h.update(params={}), "missing parameters"),
+    (lambda h, a: h["params"].update(C=-1.0), "C: must be > 0"),
+    (lambda h, a: h["params"].update(degree=0), "degree"),
+    (lambda h, a: h["params"].update(degree=2.7), "degree"),
+    (lambda h, a: h["params"].update(kernel="sigmoid"), "kernel"),
+    (lambda h, a: h["meta"].update(gamma_="abc"), "gamma_ must be a finite number"),
+    (lambda h, a: h["meta"].update(gamma_=-5.0), "gamma_ must be > 0"),
+    (lambda h, a: a.update(support_vectors_=a["support_vectors_"].astype(complex)), "expected numbers"),
+    (lambda h, a: a.update(support_=np.array(3)), "support_"),
+    (lambda h, a: a.update(support_=a["support_"].astype(float)), "integer"),
+])
+def test_load_refuses_invalid_state(edit, match, patches, tmp_path):
+    X, y = patches
+    path = svmcore.SVC(kernel="poly", degree=2, gamma=0.1, coef0=1.0).fit(X, y).save(tmp_path / "m.npz")
+    with pytest.raises(ValueError, match=match):
+        svmcore.load(_rewrite(path, tmp_path / "bad.npz", edit))
+
+
+def test_load_refuses_npy_and_saves_through_symlinks(patches, tmp_path):
+    X, y = patches
+    np.save(tmp_path / "array.npy", np.arange(3))
+    with pytest.raises(ValueError, match="not an .npz"):
+        svmcore.load(tmp_path / "array.npy")
+    m = svmcore.SVC(kernel="linear").fit(X, y)
+    target = m.save(tmp_path / "real.npz")
+    (tmp_path / "link.npz").symlink_to(target)
+    svmcore.SVC(kernel="linear", C=0.01).fit(X, y).save(tmp_path / "link.npz")
+    assert (tmp_path / "link.npz").is_symlink()
+    assert svmcore.load(target).C == 0.01
