@@ -70,7 +70,7 @@ def _image_files(folder: Path):
     from .patches import image_files
 
     try:
-        return image_files(folder)
+        return image_files(folder, recursive=True)
     except ValueError as exc:
         _usage(str(exc))
 
@@ -116,8 +116,9 @@ def train(
     data: Optional[Path] = typer.Option(None, help="Patch .npz (X_<split>, y_<split> or X, y; 1 = face), or a "
                                                    "folder holding face/ and non-face/ (or <split>/face, ...)."),
     split: str = typer.Option("train", help="Split to read from --data (the CBCL files have train and test)."),
-    negatives: Optional[Path] = typer.Option(None, help="Folder of face-free images: random windows from them "
-                                                        "train the cascade prefilter."),
+    negatives: Optional[Path] = typer.Option(None, help="Folder of face-free images (subfolders "
+                                                        "included): random windows from them train the cascade "
+                                                        "prefilter."),
     classifier: str = typer.Option("svc", help="svc: svmcore.SVC (--kernel ...) on Osuna-preprocessed pixels; "
                                                "pmsvm: additive-kernel svmcore.PmSVM (--p) scored by its lookup "
                                                "table in O(d) per window, on nonnegative features (hog)."),
@@ -195,7 +196,7 @@ def _refine(text):
 @app.command()
 def bootstrap(
     model: Path = typer.Option(..., help="Trained model to start from."),
-    negatives: Path = typer.Option(..., help="Folder of images that contain no face."),
+    negatives: Path = typer.Option(..., help="Folder of images that contain no face (subfolders included)."),
     rounds: int = typer.Option(2, min=1, help="Rounds of: scan negatives, add false positives, retrain."),
     out_path: Path = typer.Option(..., "--out", help="Model file to write."),
     faces: Optional[Path] = typer.Option(None, help="Face patch folder to retrain on (default: the model's "
@@ -238,7 +239,7 @@ def bootstrap(
         det, _, _, table = run(det, [im for _, im in neg], rounds, features=features, labels=labels,
                                max_per_image=max_per_image, callback=callback)
     det.save(out_path)
-    t = Table(title="bootstrapping")
+    t = Table(title=f"bootstrapping on {len(neg)} negative images")
     for col in ("round", "non-face patches", "support vectors", "FP windows", "FP detections"):
         t.add_column(col, justify="right")
     for r in table:

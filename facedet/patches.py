@@ -32,12 +32,15 @@ def to_window(grey):
     return cv2.resize(grey, (WINDOW, WINDOW), interpolation=cv2.INTER_AREA if shrink else cv2.INTER_LINEAR)
 
 
-def image_files(folder):
-    """Image files directly in ``folder``, sorted by name; ValueError if it is not a folder."""
+def image_files(folder, recursive=False):
+    """Image files (by suffix, any case) in ``folder``, or also in its subfolders if ``recursive`` (hidden
+    names skipped), sorted by path; ValueError if it is not a folder."""
     folder = Path(folder)
     if not folder.is_dir():
         raise ValueError(f"not a folder: {folder}")
-    return sorted(p for p in folder.iterdir() if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES)
+    paths = folder.rglob("*") if recursive else folder.iterdir()
+    return sorted(p for p in paths if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES
+                  and not any(part.startswith(".") for part in p.relative_to(folder).parts))
 
 
 def load_folder(folder, errors=None):

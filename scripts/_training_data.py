@@ -14,9 +14,7 @@ def load_training_data(data):
     """(X, y, negatives, ann, images) from ../shared/data: CBCL train windows and labels, the grey
     nonface_scenes images, the scene annotations per split and the scene images by name."""
     X, y = load_npz(data / "cbcl_face_db1" / "cbcl_face_db1_19x19_uint8.npz", "train")
-    neg_paths = sorted(p for d in sorted((data / "nonface_scenes").iterdir()) if d.is_dir()
-                       for p in image_files(d))
-    negatives = [read_grey(p) for p in neg_paths]
+    negatives = [read_grey(p) for p in image_files(data / "nonface_scenes", recursive=True)]
     scenes = data / "scenes_annotated_dlib_voc"
     ann = {s: read_annotations(scenes / "boxes.csv", split=s) for s in ("train", "test")}
     images = {name: read_grey(scenes / "images" / name) for s in ann for name in ann[s]}

@@ -106,16 +106,16 @@ def test_train_and_bootstrap(small_model, small_npz, data_dir, tmp_path, astro):
     det = Detector.load(small_model)
     assert det.classifier.kernel == "poly" and det.classifier.C == 5
     negs = tmp_path / "negs"
-    negs.mkdir()
-    for name in ("skimage/coffee.png", "dlib/dog.jpg"):
-        shutil.copy(data_dir / "nonface_scenes" / name, negs)
+    (negs / "dlib").mkdir(parents=True)  # subfolders are searched, as in ../shared/data/nonface_scenes
+    shutil.copy(data_dir / "nonface_scenes" / "skimage" / "coffee.png", negs)
+    shutil.copy(data_dir / "nonface_scenes" / "dlib" / "dog.jpg", negs / "dlib")
     (negs / "broken.jpg").write_bytes(b"\xff\xd8\xff garbage")
     out = tmp_path / "boot.npz"
     r = runner.invoke(app, ["bootstrap", "--model", str(small_model), "--negatives", str(negs), "--rounds", "1",
                             "--out", str(out)])
     assert r.exit_code == 1, r.output  # the broken file is reported, the rest is processed
     assert "broken.jpg" in r.stderr and out.is_file()
-    assert "FP windows" in r.stdout
+    assert "FP windows" in r.stdout and "on 2 negative images" in r.stdout
     r = runner.invoke(app, ["detect", str(astro), "--model", str(out), "--json"])
     assert r.exit_code == 0
 
