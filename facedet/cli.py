@@ -15,12 +15,17 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Face detection with a polynomial SVM on 19x19 windows (Osuna, Freund, Girosi 1997), or an "
-                       "additive-kernel PmSVM on HOG.")
-out = Console()
-err = Console(stderr=True)
+                       "additive-kernel PmSVM on HOG.",
+                  epilog="Exit codes: 0 success; 1 if an input file failed (each is reported on stderr, the others "
+                         "are processed) or an output could not be written; 2 usage error (bad option, missing or "
+                         "corrupt model, unusable folder or CSV). Machine output (--json) is the only thing on stdout.")
+# soft_wrap: one message per line when piped (grep-able); file names are never read as rich markup
+out = Console(soft_wrap=True)
+err = Console(stderr=True, soft_wrap=True)
 
 MODEL_NAME = "default_detector.npz"
 
@@ -39,9 +44,34 @@ def default_model_path() -> Path:
     return here.parent / "models" / MODEL_NAME
 
 
+def _report(label, message):
+    err.print(Text.assemble((label, "red"), " ", str(message)))
+
+
 def _usage(message):
-    err.print(f"[red]error:[/red] {message}")
+    _report("error:", message)
     raise typer.Exit(2)
+
+
+def _check_output(path: Path, option: str):
+    """Fail early (exit 2) if ``path`` cannot be written: a missing or non-folder parent, or a folder as
+    the target, so that no long run ends in a failed write."""
+    if path.is_dir():
+        _usage(f"{option} {path}: is a folder; give a file name")
+    parent = path.parent
+    if not parent.is_dir():
+        _usage(f"{option} {path}: folder {parent} does not exist")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        _usage(f"{option} {path}: folder {parent} is not writable")
+
+
+def _write(save, path):
+    """Run ``save(path)``; an OSError (disk full, ...) is reported with the user's path, exit 1."""
+    try:
+        save(path)
+    except OSError as exc:
+        _report("error:", f"cannot write {path}: {exc.strerror or exc}")
+        raise typer.Exit(1)
 
 
 def _load_detector(model: Optional[Path]):
@@ -76,16 +106,21 @@ def _image_files(folder: Path):
 
 
 def _read_images(paths, progress, description):
-    """(name, grey) of readable images; bad files reported. Returns (images, n_failed)."""
+    """(name, grey) of readable images at least one window large; bad files reported. Returns (images,
+    n_failed)."""
     from .imageio import ImageError, read_grey
+    from .preprocess import WINDOW
 
     images, failed = [], 0
     task = progress.add_task(description, total=len(paths), info="")
     for p in paths:
         try:
-            images.append((p, read_grey(p)))
+            grey = read_grey(p)
+            if min(grey.shape) < WINDOW:
+                raise ImageError(f"{p}: {grey.shape[1]}x{grey.shape[0]} is smaller than the {WINDOW}x{WINDOW} window")
+            images.append((p, grey))
         except ImageError as exc:
-            err.print(f"[red]skipped[/red] {exc}")
+            _report("skipped", exc)
             failed += 1
         progress.advance(task)
     return images, failed
@@ -104,7 +139,7 @@ def _patches(faces, nonfaces, data, split):
     except ValueError as exc:
         _usage(str(exc))
     for path, message in errors:
-        err.print(f"[red]skipped[/red] {message}")
+        _report("skipped", message)
     return X, y, len(errors)
 
 
@@ -134,12 +169,15 @@ def train(
     coef0: float = typer.Option(1.0, help="Kernel coef0 (poly)."),
     tol: float = typer.Option(1e-3, help="Solver stopping tolerance (KKT violation)."),
     mirror: bool = typer.Option(True, help="Add mirror images of the faces."),
-    shifts: int = typer.Option(0, help="Add face copies shifted by up to this many pixels."),
-    stride: int = typer.Option(2, help="Scanning stride in pixels (per pyramid level)."),
-    scale_factor: float = typer.Option(1.2, help="Scanning pyramid step > 1."),
-    refine: str = typer.Option("0", help="Coarse-to-fine: around every window scoring above this SVM value, "
-                                         "also score stride 1 and the pyramid's half steps; 'off': grid only."),
-    threshold: float = typer.Option(0.0, help="SVM decision value above which a window is a face."),
+    shifts: int = typer.Option(0, min=0, help="Add face copies shifted by up to this many pixels."),
+    stride: int = typer.Option(2, help="Saved scanning default (not used in fitting): stride in pixels per "
+                                       "pyramid level."),
+    scale_factor: float = typer.Option(1.2, help="Saved scanning default: pyramid step > 1."),
+    refine: str = typer.Option("0", help="Saved scanning default, coarse-to-fine: around every window scoring "
+                                         "above this SVM value, also score stride 1 and the pyramid's half steps; "
+                                         "'off': grid only."),
+    threshold: float = typer.Option(0.0, help="Saved scanning default: SVM decision value above which a window "
+                                              "is a face."),
 ):
     """Train a detector on face and non-face patches."""
     from .bootstrap import train_detector
@@ -150,6 +188,9 @@ def train(
     features = features or ("osuna" if classifier == "svc" else "hog")
     if classifier == "svc" and features != "osuna":
         _usage(f"--features {features}: the svc classifier takes osuna features; use --classifier pmsvm")
+    if classifier == "pmsvm" and features == "osuna":
+        _usage("--features osuna: pmsvm needs nonnegative features (osuna windows are centred); use hog")
+    _check_output(out_path, "--out")
     g = gamma if gamma in ("auto", "scale") else _number(gamma, "--gamma")
     scan_params = {"stride": stride, "scale_factor": scale_factor, "threshold": threshold,
                    "refine": _refine(refine)}
@@ -157,6 +198,8 @@ def train(
     augmentation = {"mirror": mirror, "shifts": shifts}
     with _progress() as progress:
         neg, nfail = _read_images(_image_files(negatives), progress, "reading negatives") if negatives else ([], 0)
+        if negatives and not neg:
+            _usage(f"{negatives}: no readable images")
         negative_images = [im for _, im in neg]
         task = progress.add_task(f"training {classifier}", total=None, info="")
         try:
@@ -172,12 +215,12 @@ def train(
                     pmsvm_params={"p": p, **({} if C is None else {"C": C})}, **scan_params)
         except (TypeError, ValueError) as exc:
             _usage(str(exc))
-    det.save(out_path)
+    _write(det.save, out_path)
     clf = det.classifier
     size = (f"{clf.support_.size} support vectors" if classifier == "svc" else
             f"PmSVM p={clf.p}, lookup table {clf.table_.shape[1]}x{clf.table_.shape[2]}, {clf.n_iter_[0]} epochs")
     out.print(f"trained on {int(y.sum())} faces and {int((y == 0).sum())} non-faces ({features} features): "
-              f"{size}; wrote {out_path}")
+              f"{size}; wrote {out_path}", markup=False, highlight=False)
     raise typer.Exit(1 if failed or nfail else 0)
 
 
@@ -204,11 +247,13 @@ def bootstrap(
     nonfaces: Optional[Path] = typer.Option(None, help="Non-face patch folder (with --faces)."),
     data: Optional[Path] = typer.Option(None, help="Patch .npz or folder to retrain on instead of --faces/--nonfaces."),
     split: str = typer.Option("train", help="Split to read from --data."),
-    max_per_image: int = typer.Option(300, help="At most this many false positives kept per image and round."),
+    max_per_image: int = typer.Option(300, min=1, help="At most this many false positives kept per image and "
+                                                       "round."),
 ):
     """Bootstrap: add the false positives on face-free images to the non-faces and retrain, N rounds."""
     from .bootstrap import bootstrap as run, training_set
 
+    _check_output(out_path, "--out")
     det = _load_detector(model)
     features = labels = None
     failed = 0
@@ -238,37 +283,44 @@ def bootstrap(
 
         det, _, _, table = run(det, [im for _, im in neg], rounds, features=features, labels=labels,
                                max_per_image=max_per_image, callback=callback)
-    det.save(out_path)
+    _write(det.save, out_path)
     t = Table(title=f"bootstrapping on {len(neg)} negative images")
     for col in ("round", "non-face patches", "support vectors", "FP windows", "FP detections"):
         t.add_column(col, justify="right")
     for r in table:
         t.add_row(str(r.round), str(r.n_nonfaces), str(r.n_support), str(r.fp_windows), str(r.fp_detections))
     out.print(t)
-    out.print(f"wrote {out_path}")
+    out.print(f"wrote {out_path}", markup=False, highlight=False)
     raise typer.Exit(1 if failed or nfail else 0)
 
 
 @app.command()
 def detect(
-    images: List[Path] = typer.Argument(..., help="Image files (PNG, JPEG, ...; colour or grey)."),
+    images: List[Path] = typer.Argument(..., readable=False, metavar="IMAGE",
+                                        help="Image files (PNG, JPEG, TIFF, ...; colour, grey, 16-bit or alpha)."),
     model: Optional[Path] = typer.Option(None, help="Model file (default: models/default_detector.npz, or "
                                                     "$FACEDET_MODEL)."),
-    out_path: Optional[Path] = typer.Option(None, "--out", help="Write annotated images: a folder (one "
-                                            "<name>.faces.png per image), or a file name for a single image."),
+    out_path: Optional[Path] = typer.Option(None, "--out", help="Write annotated images (boxes in green): a folder "
+                                            "(one <name>.faces.png per image; -2, -3 added when names repeat), or "
+                                            "an image file name (.png, .jpg, ...) for a single image."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON: [{image, width, height, faces: "
-                                                       "[{x, y, w, h, score}]}]."),
-    threshold: Optional[float] = typer.Option(None, help="Override the model's SVM threshold (higher: fewer, "
-                                                         "surer faces)."),
-    min_size: Optional[float] = typer.Option(None, help="Smallest face side in pixels (default: the model's, 20)."),
-    min_neighbors: Optional[int] = typer.Option(None, help="Drop detections made of fewer windows."),
-    scale_factor: Optional[float] = typer.Option(None, help="Pyramid step > 1 (smaller: more scales, slower)."),
-    stride: Optional[int] = typer.Option(None, help="Window step in pixels at each pyramid level."),
+                                                       "[{x, y, w, h, score}]}], pixels of the original image."),
+    threshold: Optional[float] = typer.Option(None, help="SVM decision value above which a window is a face "
+                                                         "(default: the model's; higher: fewer, surer faces)."),
+    min_size: Optional[float] = typer.Option(None, help="Smallest face side in pixels (default: the model's)."),
+    min_neighbors: Optional[int] = typer.Option(None, help="Drop detections merged from fewer windows, >= 1 "
+                                                           "(default: the model's)."),
+    scale_factor: Optional[float] = typer.Option(None, help="Pyramid step > 1 (default: the model's; smaller: "
+                                                            "more scales, slower)."),
+    stride: Optional[int] = typer.Option(None, help="Window step in pixels at each pyramid level (default: the "
+                                                    "model's)."),
     refine: Optional[str] = typer.Option(None, help="Coarse-to-fine: around every window scoring above this SVM "
                                                     "value, also score stride 1 and the pyramid's half steps; "
-                                                    "'off': the grid only."),
+                                                    "'off': the grid only (default: the model's)."),
 ):
-    """Find faces in images."""
+    """Find faces in images: a table (or --json) of boxes in pixels, and annotated images with --out."""
+    from PIL import Image
+
     from .imageio import ImageError, read_rgb, write_image
 
     det = _load_detector(model)
@@ -280,40 +332,72 @@ def detect(
         try:
             det = det.with_params(**overrides)
         except (TypeError, ValueError) as exc:
-            _usage(str(exc))
-    single_file = out_path is not None and len(images) == 1 and out_path.suffix.lower() in (".png", ".jpg", ".jpeg",
-                                                                                            ".bmp", ".tif", ".tiff")
-    if out_path is not None and not single_file:
-        out_path.mkdir(parents=True, exist_ok=True)
+            message = str(exc)
+            for name in overrides:  # the user typed option names, not Python names
+                message = message.replace(f"{name}:", f"--{name.replace('_', '-')}:")
+            _usage(message)
+    targets = _annotation_targets(images, out_path, set(Image.registered_extensions()))
     results, failed = [], 0
     with _progress() as progress:
         task = progress.add_task("detecting", total=len(images), info="")
-        for path in images:
+        for path, target in zip(images, targets):
+            progress.advance(task)
             try:
                 rgb = read_rgb(path)
                 boxes = det.detect(rgb)
-                if out_path is not None:
-                    target = out_path if single_file else out_path / f"{path.stem}.faces.png"
-                    write_image(target, draw_boxes(rgb, boxes))
             except (ImageError, ValueError, OSError) as exc:
-                err.print(f"[red]failed[/red] {path}: {exc}")
+                _report("failed", exc if isinstance(exc, ImageError) else f"{path}: {exc}")
                 failed += 1
-            else:
-                results.append({"image": str(path), "width": int(rgb.shape[1]), "height": int(rgb.shape[0]),
-                                "faces": [{"x": int(round(b[0])), "y": int(round(b[1])), "w": int(round(b[2])),
-                                           "h": int(round(b[3])), "score": round(float(b[4]), 4)} for b in boxes]})
-            progress.advance(task)
+                continue
+            results.append({"image": str(path), "width": int(rgb.shape[1]), "height": int(rgb.shape[0]),
+                            "faces": [{"x": int(round(b[0])), "y": int(round(b[1])), "w": int(round(b[2])),
+                                       "h": int(round(b[3])), "score": round(float(b[4]), 4)} for b in boxes]})
+            if target is not None:  # a failed write loses the picture, not the detections
+                try:
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    write_image(target, draw_boxes(rgb, boxes))
+                except (ImageError, OSError) as exc:
+                    _report("failed", f"cannot write annotated image {target}: {getattr(exc, 'strerror', None) or exc}")
+                    failed += 1
     if as_json:
         sys.stdout.write(json.dumps(results, indent=2) + "\n")
     else:
         t = Table(title="faces")
-        for col in ("image", "size", "faces", "boxes x,y,w,h (score)"):
+        t.add_column("image", overflow="fold")
+        for col in ("size", "faces", "boxes x,y,w,h (score)"):
             t.add_column(col)
         for r in results:
-            t.add_row(Path(r["image"]).name, f"{r['width']}x{r['height']}", str(len(r["faces"])),
+            t.add_row(Text(r["image"]), f"{r['width']}x{r['height']}", str(len(r["faces"])),
                       "\n".join(f"{f['x']},{f['y']},{f['w']},{f['h']} ({f['score']:.2f})" for f in r["faces"]))
         out.print(t)
     raise typer.Exit(1 if failed else 0)
+
+
+def _annotation_targets(images, out_path, image_suffixes):
+    """The annotated-image path of each input (None without --out). An --out with an image suffix is one
+    file (usage error if several images are given); otherwise a folder of <stem>.faces.png, with -2, -3, ...
+    where stems repeat, so that no output overwrites another."""
+    if out_path is None:
+        return [None] * len(images)
+    if out_path.suffix.lower() in image_suffixes and not out_path.is_dir():
+        if len(images) > 1:
+            _usage(f"--out {out_path} names one file, but {len(images)} images were given; give a folder")
+        _check_output(out_path, "--out")
+        return [out_path]
+    if out_path.exists() and not out_path.is_dir():
+        _usage(f"--out {out_path}: exists and is not a folder")
+    ancestor = next(p for p in (out_path, *out_path.parents) if p.exists())
+    if not ancestor.is_dir() or not os.access(ancestor, os.W_OK | os.X_OK):
+        _usage(f"--out {out_path}: cannot create a folder under {ancestor}")
+    targets, used = [], set()
+    for path in images:
+        name, n = f"{path.stem}.faces.png", 1
+        while name in used:
+            n += 1
+            name = f"{path.stem}-{n}.faces.png"
+        used.add(name)
+        targets.append(out_path / name)
+    return targets
 
 
 def draw_boxes(rgb, boxes):
@@ -331,19 +415,27 @@ def draw_boxes(rgb, boxes):
 @app.command()
 def evaluate(
     images: Path = typer.Option(..., help="Folder holding the annotated images."),
-    annotations: Path = typer.Option(..., help="CSV with columns image,x,y,w,h[,ignore][,split]."),
+    annotations: Path = typer.Option(..., help="CSV with a header row and columns image,x,y,w,h[,ignore][,split]: "
+                                               "image names relative to --images; x, y the top-left corner and w, h "
+                                               "the size of a face box in pixels; ignore 0/1 (true/false, yes/no): "
+                                               "a face that counts neither as hit nor miss; empty x,y,w,h: an image "
+                                               "without faces."),
     model: Optional[Path] = typer.Option(None, help="Model file (default: the shipped model)."),
     split: Optional[str] = typer.Option(None, help="Evaluate only rows of this split (e.g. test)."),
-    plot: Optional[Path] = typer.Option(None, help="Write the precision-recall curve to this PNG."),
-    iou: float = typer.Option(0.5, help="IoU for a detection to match a face."),
+    plot: Path = typer.Option(Path("precision_recall.png"), help="Write the precision-recall curve here (.png; "
+                                                                 ".pdf and .svg also work)."),
+    iou: float = typer.Option(0.5, help="Intersection over union, in (0, 1], for a detection to match a face."),
 ):
     """Detection rate, false positives and average precision on annotated images."""
     from .evaluate import evaluate_detections, plot_precision_recall, read_annotations
     from .imageio import ImageError, read_grey
 
+    if not 0 < iou <= 1:
+        _usage(f"--iou: must be in (0, 1], got {iou}")
+    _check_output(plot, "--plot")
     try:
         ann = read_annotations(annotations, split=split)
-    except (FileNotFoundError, ValueError) as exc:
+    except (OSError, ValueError) as exc:
         _usage(str(exc))
     if not images.is_dir():
         _usage(f"not a folder: {images}")
@@ -355,22 +447,21 @@ def evaluate(
             try:
                 dets[name] = det.detect(read_grey(images / name))
             except (ImageError, ValueError) as exc:
-                err.print(f"[red]failed[/red] {name}: {exc}")
+                _report("failed", exc if isinstance(exc, ImageError) else f"{name}: {exc}")
                 failed += 1
             progress.advance(task)
     ann = {k: v for k, v in ann.items() if k in dets}
     if not ann:
         _usage("no annotated image could be read")
     res = evaluate_detections(dets, ann, iou_threshold=iou)
-    t = Table(title=f"{annotations.name}{f' ({split})' if split else ''}: {res.n_images} images, "
-                    f"{res.n_truth} faces")
+    t = Table(title=Text(f"{annotations.name}{f' ({split})' if split else ''}: {res.n_images} images, "
+                         f"{res.n_truth} faces"))
     for col in ("detection rate", "false positives", "average precision"):
         t.add_column(col, justify="right")
     t.add_row(f"{res.detection_rate:.3f}", str(res.false_positives), f"{res.average_precision:.3f}")
     out.print(t)
-    if plot is not None:
-        plot_precision_recall(res, plot)
-        out.print(f"wrote {plot}")
+    _write(lambda path: plot_precision_recall(res, path), plot)
+    out.print(f"wrote {plot}", markup=False, highlight=False)
     raise typer.Exit(1 if failed else 0)
 
 

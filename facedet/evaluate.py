@@ -58,12 +58,23 @@ def read_annotations(csv_path, split=None) -> dict[str, tuple[np.ndarray, np.nda
     ``split``: keep only rows whose ``split`` column equals it.
 
     Returns ``{image: (boxes (m, 4) float64 xywh, ignore (m,) bool)}`` in file order.
-    Raises FileNotFoundError for a missing file and ValueError naming the file and line for a missing
-    column, a non-numeric or non-finite coordinate, a width or height <= 0, a bad ``ignore`` value, an
-    empty image name, or a ``split`` that the file does not have.
+    Raises FileNotFoundError for a missing file and ValueError naming the file (and line) for a folder or
+    a file that is not UTF-8 text, no rows, a missing column, a non-numeric or non-finite coordinate, a
+    width or height <= 0, a bad ``ignore`` value, an empty image name, a box listed twice for the same
+    image (it would count as two faces), or a ``split`` that the file does not have.
     """
     path = Path(csv_path)
+    if path.is_dir():
+        raise ValueError(f"{path}: is a folder, not a CSV file")
+    try:
+        return _read_annotations(path, split)
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{path}: not a UTF-8 text (CSV) file ({exc.reason} at byte {exc.start})") from None
+
+
+def _read_annotations(path, split):
     rows: dict[str, list] = {}
+    seen: dict[tuple, int] = {}
     with open(path, newline="", encoding="utf-8-sig") as f:
         reader = csv.DictReader(f)
         columns = [c.strip() for c in (reader.fieldnames or [])]
@@ -100,9 +111,14 @@ def read_annotations(csv_path, split=None) -> dict[str, tuple[np.ndarray, np.nda
             flag = row.get("ignore", "").strip().lower()
             if flag not in _TRUE | _FALSE:
                 raise ValueError(f"{where}: ignore must be 0/1, true/false or yes/no, got {row['ignore']!r}")
+            first = seen.setdefault((name, x, y, w, h), reader.line_num)
+            if first != reader.line_num:
+                raise ValueError(f"{where}: the box {','.join(fields)} of {name} is already on line {first}")
             boxes.append((x, y, w, h, flag in _TRUE))
     if split is not None and split not in splits:
         raise ValueError(f"{path}: no rows with split {split!r} (splits present: {', '.join(sorted(splits))})")
+    if not rows:
+        raise ValueError(f"{path}: no annotation rows")
     out = {}
     for name, boxes in rows.items():
         a = np.array(boxes, dtype=np.float64).reshape(-1, 5)
@@ -266,9 +282,11 @@ def average_precision(precision, recall) -> float:
 
 
 def plot_precision_recall(result: EvalResult, png_path, title=None, label=None):
-    """Write the precision-recall curve of ``result`` (and its interpolation) to a PNG file, atomically.
+    """Write the precision-recall curve of ``result`` (and its interpolation) to an image file, atomically.
 
-    Uses matplotlib's Agg canvas directly (no pyplot state, no display needed). Returns the path.
+    The format follows the suffix: .png (also for any other or no suffix), .pdf or .svg. Uses matplotlib's
+    Agg canvas directly (no pyplot state, no display needed). Returns the path; OSError if it cannot be
+    written.
     """
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
@@ -291,8 +309,9 @@ def plot_precision_recall(result: EvalResult, png_path, title=None, label=None):
     ax.set_title(title or f"{result.n_images} images, {result.n_truth} faces, IoU >= {result.iou_threshold:g}: "
                  f"DR {result.detection_rate:.3f}, {result.false_positives} FP", fontsize=9)
     path = Path(png_path)
+    fmt = path.suffix.lower().lstrip(".")
     with atomic_write(path) as f:
-        fig.savefig(f, format="png")
+        fig.savefig(f, format=fmt if fmt in ("pdf", "svg") else "png")
     return path
 
 

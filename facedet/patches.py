@@ -11,6 +11,7 @@ Augmentation (mirror, small shifts) and random non-face windows cut from face-fr
 """
 from __future__ import annotations
 
+import zipfile
 from pathlib import Path
 
 import cv2
@@ -76,20 +77,30 @@ def find_class_folders(root, split="train"):
 def load_npz(path, split="train"):
     """Windows and labels from an .npz: (X (n, 19, 19) uint8, y (n,) int64 with 1 = face).
 
-    Reads ``X_<split>``/``y_<split>`` (the CBCL npz) or ``X``/``y``; images of another size are resized.
-    Raises ValueError for a missing file, missing keys, wrong shapes or labels other than 0/1.
+    Reads ``X_<split>``/``y_<split>`` (the CBCL npz) or ``X``/``y``; images of another size are resized;
+    float pixels in [0, 1] are scaled to 0..255. Raises ValueError for a missing file, a file that is not
+    an .npz archive, object arrays (pickle), missing keys, wrong shapes, NaN pixels or labels other than
+    0/1.
     """
     path = Path(path)
     if not path.is_file():
         raise ValueError(f"not a file: {path}")
+    if not zipfile.is_zipfile(path):  # np.load would also take a bare .npy array or a pickle
+        raise ValueError(f"{path}: not an .npz archive")
     try:
         with np.load(path, allow_pickle=False) as d:
             keys = (f"X_{split}", f"y_{split}") if f"X_{split}" in d.files else ("X", "y")
             if not all(k in d.files for k in keys):
                 raise ValueError(f"{path}: expected arrays X_{split}/y_{split} or X/y, found {d.files}")
             X, y = d[keys[0]], d[keys[1]]
-    except (OSError, EOFError) as exc:
+    except (OSError, EOFError, zipfile.BadZipFile) as exc:
         raise ValueError(f"{path}: not a readable .npz file ({exc})") from exc
+    except ValueError as exc:  # object arrays: numpy refuses to unpickle them
+        raise ValueError(f"{path}: {exc}") from exc
+    if X.dtype.kind not in "biuf":
+        raise ValueError(f"{path}: X must hold numbers, got dtype {X.dtype}")
+    if X.dtype.kind == "f" and not np.isfinite(X).all():
+        raise ValueError(f"{path}: X contains NaN or infinity")
     if X.ndim == 2 and X.shape[1] == WINDOW * WINDOW:
         X = X.reshape(-1, WINDOW, WINDOW)
     if X.ndim != 3 or len(X) != len(y):
@@ -107,18 +118,29 @@ def load_npz(path, split="train"):
 def load_patches(faces=None, nonfaces=None, *, data=None, split="train", errors=None):
     """Training windows and labels from two folders, a folder holding both, or an .npz (``data``).
 
-    Returns (X (n, 19, 19) uint8, y (n,) int64, 1 = face), faces first. Raises ValueError for a bad source.
+    Returns (X (n, 19, 19) uint8, y (n,) int64, 1 = face), faces first. Raises ValueError for a bad source,
+    the same folder given for both classes, or a source without both faces and non-faces.
     """
     if data is not None:
         data = Path(data)
         if data.is_dir():
             faces, nonfaces = find_class_folders(data, split)
         else:
-            return load_npz(data, split)
+            X, y = load_npz(data, split)
+            _check_both_classes(y, data)
+            return X, y
     if faces is None or nonfaces is None:
         raise ValueError("give both a face folder and a non-face folder, or an .npz file")
+    if Path(faces).resolve() == Path(nonfaces).resolve():
+        raise ValueError(f"the face and the non-face folder are the same folder: {faces}")
     F, N = load_folder(faces, errors), load_folder(nonfaces, errors)
     return np.concatenate([F, N]), np.r_[np.ones(len(F), np.int64), np.zeros(len(N), np.int64)]
+
+
+def _check_both_classes(y, source):
+    n_faces = int(y.sum())
+    if n_faces == 0 or n_faces == len(y):
+        raise ValueError(f"{source}: {n_faces} faces and {len(y) - n_faces} non-faces; training needs both")
 
 
 def shift(windows, dy, dx):

@@ -76,6 +76,8 @@ def read_archive(path, expected_format: str) -> tuple[dict, dict]:
     (not a zip/npz, no header, bad JSON, another format, a newer format version, object arrays).
     """
     path = Path(path)
+    if path.is_dir():
+        raise ValueError(f"{path}: is a folder, not a model file")
     if not path.is_file():
         raise FileNotFoundError(f"model file not found: {path}")
     if not zipfile.is_zipfile(path):  # np.load would accept a bare .npy array (or, unsafely, a pickle)

@@ -7,7 +7,7 @@ import pytest
 from typer.testing import CliRunner
 
 from facedet.cli import app
-from facedet.imageio import read_rgb
+from facedet.imageio import read_rgb, write_image
 
 runner = CliRunner()
 
@@ -110,11 +110,12 @@ def test_train_and_bootstrap(small_model, small_npz, data_dir, tmp_path, astro):
     shutil.copy(data_dir / "nonface_scenes" / "skimage" / "coffee.png", negs)
     shutil.copy(data_dir / "nonface_scenes" / "dlib" / "dog.jpg", negs / "dlib")
     (negs / "broken.jpg").write_bytes(b"\xff\xd8\xff garbage")
+    write_image(negs / "tiny.png", np.zeros((10, 10), np.uint8))
     out = tmp_path / "boot.npz"
     r = runner.invoke(app, ["bootstrap", "--model", str(small_model), "--negatives", str(negs), "--rounds", "1",
                             "--out", str(out)])
     assert r.exit_code == 1, r.output  # the broken file is reported, the rest is processed
-    assert "broken.jpg" in r.stderr and out.is_file()
+    assert "broken.jpg" in r.stderr and "tiny.png: 10x10 is smaller" in r.stderr and out.is_file()
     assert "FP windows" in r.stdout and "on 2 negative images" in r.stdout
     r = runner.invoke(app, ["detect", str(astro), "--model", str(out), "--json"])
     assert r.exit_code == 0
@@ -179,3 +180,52 @@ def test_train_pmsvm_hog(small_npz, data_dir, tmp_path, astro):
         assert r.exit_code == 2, (extra, r.output)
     assert "negative" in runner.invoke(app, ["train", "--data", str(small_npz), "--out", str(tmp_path / "x.npz"),
                                              "--classifier", "pmsvm", "--features", "osuna"]).stderr
+
+
+def test_outputs_are_checked_before_work_and_never_overwrite(astro, tmp_path, small_npz):
+    two = [str(astro), str(astro)]
+    r = runner.invoke(app, ["detect", *two, "--out", str(tmp_path / "two.png")])
+    assert r.exit_code == 2 and "give a folder" in r.stderr and not (tmp_path / "two.png").exists()
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "astronaut.png").write_bytes(astro.read_bytes())
+    r = runner.invoke(app, ["detect", str(astro), str(tmp_path / "a" / "astronaut.png"), "--out", str(tmp_path / "o")])
+    assert r.exit_code == 0, r.output
+    assert sorted(p.name for p in (tmp_path / "o").iterdir()) == ["astronaut-2.faces.png", "astronaut.faces.png"]
+    (tmp_path / "file").write_text("x")
+    assert runner.invoke(app, ["detect", str(astro), "--out", str(tmp_path / "file" / "sub")]).exit_code == 2
+    # a bad --out fails at once, not after training
+    r = runner.invoke(app, ["train", "--data", str(small_npz), "--out", str(tmp_path / "no" / "dir" / "m.npz")])
+    assert r.exit_code == 2 and "does not exist" in r.stderr and "training" not in r.stdout
+
+
+def test_names_are_not_markup_and_messages_do_not_wrap(astro, tmp_path):
+    odd = tmp_path / "holiday [edited] with a rather long name to pass eighty columns [bold].png"
+    odd.write_bytes(astro.read_bytes())
+    (tmp_path / "scan[").mkdir()
+    bad = tmp_path / "scan[" / "red] draft.jpg"  # the path holds "[/red]", a closing tag rich would choke on
+    bad.write_bytes(b"not an image")
+    r = runner.invoke(app, ["detect", str(odd), str(bad)])
+    assert r.exit_code == 1
+    assert "[edited]" in r.stdout and "[bold]" in r.stdout
+    line = next(x for x in r.stderr.splitlines() if "failed" in x)
+    assert str(bad) in line and "not an image" in line
+
+
+def test_input_files_that_are_not_what_they_claim(astro, tmp_path, data_dir):
+    np.save(tmp_path / "plain.npy", np.arange(3))
+    (tmp_path / "plain.npy").rename(tmp_path / "plain.npz")
+    for args in (["detect", str(astro), "--model", str(tmp_path / "plain.npz")],
+                 ["train", "--data", str(tmp_path / "plain.npz"), "--out", str(tmp_path / "m.npz")]):
+        r = runner.invoke(app, args)
+        assert r.exit_code == 2 and "not an .npz" in r.stderr and "pickle" not in r.stderr
+    scenes = data_dir / "scenes_annotated_dlib_voc"
+    dup = tmp_path / "dup.csv"
+    rows = (scenes / "boxes.csv").read_text().splitlines()
+    dup.write_text("\n".join(rows + rows[1:2]) + "\n")
+    base = ["evaluate", "--images", str(scenes / "images"), "--plot", str(tmp_path / "pr.png")]
+    for extra, message in ((["--annotations", str(dup)], "already on line"),
+                           (["--annotations", str(scenes / "images")], "is a folder"),
+                           (["--annotations", str(scenes / "boxes.csv"), "--iou", "1.5"], "--iou")):
+        r = runner.invoke(app, base + extra)
+        assert r.exit_code == 2 and message in r.stderr, r.output
+    assert not (tmp_path / "pr.png").exists()

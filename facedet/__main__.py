@@ -1,0 +1,4 @@
+"""``python -m facedet``: the same command line as the ``facedet`` script."""
+from .cli import app
+
+app(prog_name="facedet")
