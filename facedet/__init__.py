@@ -12,7 +12,8 @@ __all__ = ["Detector", "load_default"]
 
 
 def load_default():
-    """The shipped default detector; FileNotFoundError if the model file is missing."""
+    """The shipped default :class:`Detector` ($FACEDET_MODEL if set); FileNotFoundError if the model file is
+    missing, ValueError if it is corrupt or not a facedet model."""
     from .cli import default_model_path
 
     return Detector.load(default_model_path())

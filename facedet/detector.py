@@ -109,7 +109,10 @@ class Detector:
                 "min_neighbors": self.min_neighbors, "box": list(self.box)}
 
     def with_params(self, **params):
-        """A copy with some scanning parameters (or ``features``) changed; same classifier and prefilter."""
+        """A copy with some scanning parameters (or ``features``) changed; same classifier and prefilter.
+
+        Raises TypeError / ValueError for an unknown or out-of-range parameter (e.g. scale_factor <= 1), and
+        ValueError for features that do not match the classifier's input size."""
         features = params.pop("features", self.features)
         return Detector(self.classifier, self.prefilter, features=features, **{**self.params(), **params})
 

@@ -48,6 +48,7 @@ class ColumnCache:
         self.misses = 0
 
     def drop_partial(self):
+        """Forget columns computed only over the shrunk active set (they lack rows that unshrinking needs)."""
         partial = np.flatnonzero(~self.full & (self.owner >= 0))
         self.slot_of[self.owner[partial]] = -1
         self.owner[partial] = -1
@@ -101,6 +102,7 @@ class KernelQ:
         return out
 
     def reset(self):
+        """Invalidate the cached active-set arrays (called when the solver unshrinks)."""
         self._active_len = -1
 
 
@@ -119,9 +121,10 @@ class PrecomputedQ:
         self.diagonal = np.diag(M).copy()
 
     def rows(self, idx, active):
+        """Q[idx][:, active] as float32 (len(idx), len(active)): the columns idx restricted to the active set."""
         if len(active) == self.n:
             return self.Q[idx]
         return self.Q[np.ix_(idx, active)]
 
     def reset(self):
-        pass
+        """Nothing to invalidate: Q is held whole."""

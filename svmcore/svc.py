@@ -138,7 +138,7 @@ class SVC(ClassifierMixin, _KernelSVM):
 
     Learned: classes_ (2,), support_ (n_SV,) int64, support_vectors_ (n_SV, d) float64, dual_coef_
     (1, n_SV) = alpha_i y_i with y = +1 for classes_[1], intercept_ (1,), objective_ (1/2 a'Qa - 1'a at
-    the solution), kkt_violation_, n_iter_, gamma_, cache_hit_rate_, fit_seconds_.
+    the solution), kkt_violation_, n_iter_, gamma_, fit_seconds_; cache_hit_rate_ (after fit only, not saved).
     Raises TypeError/ValueError for bad input: NaN/inf, wrong shapes, empty X, a single class, C <= 0,
     unknown kernel; :class:`svmcore.NotFittedError` (a ValueError) before fit.
     Working-set selection and the SMO step: Fan, Chen, Lin, JMLR 2005 (LIBSVM).
