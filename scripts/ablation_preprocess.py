@@ -46,7 +46,7 @@ def pick_solver(requested):
         return requested
     try:
         import svmcore
-        svmcore.SVC  # noqa: B018 -- lazily imported; raises until svmcore/svc.py exists
+        svmcore.SVC  # noqa: B018 -- lazily imported; falls back to scikit-learn if svmcore cannot be imported
         return "svmcore"
     except (ImportError, AttributeError):
         return "sklearn"
