@@ -57,12 +57,17 @@ _PINV_FULL = np.linalg.pinv(_D_FULL)
 _IDX_MASKED = np.flatnonzero(MASK)
 
 
+MAX_LEVEL = 65535  # 16-bit grey; equalization counts integer levels, so the range must stay bounded
+
+
 def check_windows(windows, name="windows", dtype=np.float64):
-    """Return ``windows`` as an (n, 19, 19) array (float64, or kept as is with ``dtype=None``);
-    TypeError/ValueError for anything else (wrong dtype or shape, NaN, infinity)."""
+    """Return ``windows`` as an (n, 19, 19) array (float64, or kept as is with ``dtype=None``) of grey
+    levels; TypeError for a non-real dtype, ValueError for a wrong shape, NaN, infinity or a value
+    outside [-65535, 65535]."""
     w = np.asarray(windows)
-    if w.dtype == object or not (np.issubdtype(w.dtype, np.number) or w.dtype == bool):
-        raise TypeError(f"{name}: expected numbers, got dtype {w.dtype}")
+    if (w.dtype == object or not (np.issubdtype(w.dtype, np.number) or w.dtype == bool)
+            or np.issubdtype(w.dtype, np.complexfloating)):
+        raise TypeError(f"{name}: expected real numbers, got dtype {w.dtype}")
     if w.ndim == 2 and w.shape == (WINDOW, WINDOW):
         w = w[None]
     if w.ndim != 3 or w.shape[1:] != (WINDOW, WINDOW):
@@ -71,6 +76,9 @@ def check_windows(windows, name="windows", dtype=np.float64):
         w = np.asarray(w, dtype=dtype)
     if w.dtype.kind == "f" and not np.isfinite(w).all():
         raise ValueError(f"{name}: contains NaN or infinity")
+    if w.dtype.kind in "fi" and w.size and np.abs(w).max() > MAX_LEVEL:
+        raise ValueError(f"{name}: values must be grey levels (0..255, at most {MAX_LEVEL}), got up to "
+                         f"{np.abs(w).max():.3g}")
     return w
 
 
@@ -192,12 +200,20 @@ def equalize(pixels):
 def preprocess(windows, *, mask=True, plane=True, equalize_hist=True):
     """Preprocess a batch of 19x19 windows into feature rows.
 
-    windows: (n, 19, 19) (or one (19, 19)) array of grey levels, any real dtype (uint8 0..255 typical).
-    Returns (n, 283) float64 (or (n, 361) with ``mask=False``). The three flags switch steps off for
-    ablation; with every step on, the output is in [-1, 1] and invariant to affine brightness changes.
-    Without equalization the output is in grey levels / 255.
-    Raises TypeError/ValueError for a wrong dtype or shape, or non-finite values.
+    windows: (n, 19, 19) (or one (19, 19)) array of grey levels, any real dtype (uint8 0..255 typical;
+    pixels scaled to [0, 1] must be multiplied by 255 first). Returns (n, 283) float64 (or (n, 361) with
+    ``mask=False``). The three flags switch steps off for ablation; with every step on, the output is in
+    [-1, 1], invariant to brightness offsets and, up to the rounding of residuals to whole grey levels, to
+    contrast. Without equalization the output is in grey levels / 255.
+    Raises TypeError for a non-real dtype; ValueError for a wrong shape, NaN/inf, values beyond 16-bit
+    grey levels, or (with equalization) float windows that all lie in [0, 1], which would round to one
+    level.
     """
+    if equalize_hist:
+        w = check_windows(windows, dtype=None)
+        if w.dtype.kind == "f" and w.size and 0 < np.abs(w).max() <= 1.0:
+            raise ValueError("windows: pixels look scaled to [0, 1]; equalization works on grey levels, so pass "
+                             "them as 0..255 (e.g. windows * 255)")
     if mask and plane and equalize_hist:
         # one numba pass; only with the mask: on the full 19x19 grid the plane is a rational function of the
         # grey levels and residuals can fall exactly on .5, where rint would depend on the summation order
