@@ -127,9 +127,20 @@ def _kernel_reference(est, X, X_star, y):
     spec = KernelSpec(est.kernel, est.kernel_gamma_) if est.kernel == "rbf" else KernelSpec("linear")
     spec_star = (KernelSpec(est.kernel_star, est.kernel_star_gamma_) if est.kernel_star == "rbf"
                  else KernelSpec("linear"))
-    Q = l2_svmplus_q(kernel_block(X, X, spec) + 1.0, kernel_block(X_star, X_star, spec_star) + 1.0,
-                     _signs(est, y), est.C, est.gamma)
-    return qb.l2_svmplus_qp(Q)
+    # Eq. (22) written out here, not through the solver's l2_svmplus_q: a wrong C/gamma there must show
+    ys = _signs(est, y)
+    K_star_aug = kernel_block(X_star, X_star, spec_star) + 1.0
+    n = len(ys)
+    G = (np.eye(n) - np.linalg.inv(np.eye(n) + est.C / est.gamma * K_star_aug)) / est.C
+    Q = (kernel_block(X, X, spec) + 1.0) * np.outer(ys, ys) + G
+    ref = qb.l2_svmplus_qp(Q)
+    # KKT of min 1/2 a'Qa on the simplex, at the solver's alpha: (Qa)_i >= a'Qa, with equality on the support
+    alpha = np.zeros(n)
+    alpha[est.support_] = np.abs(est.dual_coef_)
+    g, aQa = Q @ alpha, alpha @ Q @ alpha
+    assert abs(alpha.sum() - 1.0) < 1e-9 and g.min() >= aQa * (1 - 2e-3)
+    assert g[alpha > 1e-8].max() <= aQa * (1 + 2e-3)
+    return ref
 
 
 @pytest.mark.parametrize("C,gamma,kernel", [(1.0, 1.0, "rbf"), (100.0, 1.0, "rbf"), (0.1, 10.0, "rbf"),
