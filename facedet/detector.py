@@ -7,40 +7,48 @@ additive-kernel svmcore.PmSVM on HOG (``features="hog"``, :func:`train_pmsvm_det
 lookup table in O(d) per window.
 
 ``Detector.detect(image)`` -> (k, 5) float64 boxes [x, y, w, h, score] in original-image pixels, following the
-dlib annotations' convention (a square from the eyebrows to the chin). Models are saved as one ``.npz``
+dlib annotations' convention (a square from the eyebrows to the chin). The box is larger than the scanned
+window, so near the image border it may extend past it (negative x, y; clip before cropping). Models are saved as one ``.npz``
 archive with a JSON header (format ``facedet-detector``; never pickle; written atomically).
 """
 from __future__ import annotations
 
 import numpy as np
+from PIL import Image
 
 from svmcore import persistence
 from svmcore._validation import check_scalar
 
 from .features import get_features
+from .imageio import composite_over_white
 from .merge import merge_detections
 from .preprocess import WINDOW
 from .scan import scan
 from .scoring import Prefilter, make_scorer
 
 FORMAT = "facedet-detector"
+MAX_UPSAMPLE = 4  # the smallest min_size: pyramid levels beyond 4x the image cost memory for nothing a 19x19
+#                   window can resolve
 
 
 def as_grey(image):
-    """An image array as (H, W) uint8 grey: grey as is, (H, W, 3) RGB by BT.601 luma, (H, W, 4) RGBA ignoring alpha.
+    """An image array as (H, W) uint8 grey: grey as is, (H, W, 3) RGB by BT.601 luma, (H, W, 4) RGBA composited
+    over white first.
 
-    The luma is Pillow's fixed-point ``convert("L")`` (what :func:`facedet.imageio.read_grey` returns), so a
-    colour array and the same file read as grey give identical detections.
+    The luma is Pillow's fixed-point ``convert("L")`` and RGBA is composited as
+    :func:`facedet.imageio.read_grey` does, so an array and the same file read as grey give identical detections.
     Raises TypeError for a non-uint8 array and ValueError for another shape or an image smaller than 19x19.
     """
     a = np.asarray(image)
     if a.dtype != np.uint8:
         raise TypeError(f"image: expected uint8 pixels, got dtype {a.dtype}")
-    if a.ndim == 3 and a.shape[2] in (3, 4):
-        rgb = a[:, :, :3].astype(np.uint32)
+    if a.ndim == 3 and a.shape[2] == 4:
+        a = np.asarray(composite_over_white(Image.fromarray(np.ascontiguousarray(a), "RGBA")))
+    if a.ndim == 3 and a.shape[2] == 3:
+        rgb = a.astype(np.uint32)
         a = ((rgb[:, :, 0] * 19595 + rgb[:, :, 1] * 38470 + rgb[:, :, 2] * 7471 + 0x8000) >> 16).astype(np.uint8)
     if a.ndim != 2:
-        raise ValueError(f"image: expected (H, W) grey or (H, W, 3) RGB, got shape {a.shape}")
+        raise ValueError(f"image: expected (H, W) grey, (H, W, 3) RGB or (H, W, 4) RGBA, got shape {a.shape}")
     if min(a.shape) < WINDOW:
         raise ValueError(f"image: {a.shape[1]}x{a.shape[0]} is smaller than the {WINDOW}x{WINDOW} window")
     return np.ascontiguousarray(a)
@@ -77,9 +85,14 @@ class Detector:
             check_scalar(refine, "refine")
         check_scalar(merge_iou, "merge_iou", lo=0, hi=1, lo_open=True)
         check_scalar(min_neighbors, "min_neighbors", lo=1, integer=True)
+        if np.ndim(box) != 1 or len(box) != 3:
+            raise ValueError(f"box: expected (dx, dy, scale), got {box!r}")
         box = tuple(float(check_scalar(b, "box")) for b in box)
-        if len(box) != 3 or box[2] <= 0:
+        if box[2] <= 0:
             raise ValueError(f"box: expected (dx, dy, scale > 0), got {box}")
+        if min_size < box[2] * WINDOW / MAX_UPSAMPLE:
+            raise ValueError(f"min_size: must be >= {box[2] * WINDOW / MAX_UPSAMPLE:.1f} px (a {WINDOW}x{WINDOW} "
+                             f"window upsampled at most {MAX_UPSAMPLE}x), got {min_size}")
         if not hasattr(classifier, "decision_function") or not (hasattr(classifier, "dual_coef_")
                                                                 or hasattr(classifier, "coef_")):
             raise ValueError("classifier: expected a fitted SVC or PmSVM")

@@ -29,7 +29,8 @@ from PIL import Image, ImageOps, UnidentifiedImageError
 from svmcore.persistence import atomic_write
 
 # 50 megapixels: above every common camera's default output (a 48-MP phone sensor saves 12-MP files by
-# default), and small enough that the grey float64 copies made by scanning stay below ~0.5 GB.
+# default). Scanning screens large pyramid levels in bands: a 48-MP image peaks at ~0.4 GB of arrays and a
+# 12-MP one at ~0.3 GB (tracemalloc, shipped model, 2026-11-22).
 MAX_PIXELS = 50_000_000
 
 _ALPHA_MODES = {"LA", "La", "PA", "RGBA", "RGBa"}
@@ -154,15 +155,20 @@ def _sixteen_to_eight(im, path) -> np.ndarray:
     return np.ascontiguousarray(((v * 255 + 32767) // 65535).astype(np.uint8))
 
 
+def composite_over_white(im):
+    """A PIL image with transparency -> RGB, alpha composited over a white background (what a viewer shows)."""
+    rgba = im.convert("RGBA")
+    white = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
+    return Image.alpha_composite(white, rgba).convert("RGB")
+
+
 def _to_rgb_image(im, path):
     """Any colour or transparent mode -> an RGB PIL image, alpha composited over white."""
     mode = im.mode
     if mode == "P" and "transparency" in im.info:
         mode = "PA"
     if mode in _ALPHA_MODES:
-        rgba = im.convert("RGBA")
-        white = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
-        return Image.alpha_composite(white, rgba).convert("RGB")
+        return composite_over_white(im)
     if mode in _RGB_MODES:
         return im.convert("RGB")
     raise ImageError(f"{os.fspath(path)}: unsupported pixel mode {im.mode!r}")

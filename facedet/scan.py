@@ -116,11 +116,25 @@ def _resize(grey, s):
     return level, W / size[0], H / size[1]
 
 
+_BAND_PIXELS = 4_000_000  # levels above this are screened in bands: the dense maps take ~70 bytes a pixel
+
+
 def _grid(level, stride, prefilter, Wk):
     """Top-left corners (ys, xs) of the windows on the ``stride`` grid of a level that pass the cascade."""
     h, w = level.shape
     if prefilter is None:
         return np.mgrid[0:h - WINDOW + 1:stride, 0:w - WINDOW + 1:stride].reshape(2, -1)
+    if h * w <= _BAND_PIXELS:
+        return _grid_band(level, stride, prefilter, Wk)
+    # bands of window rows starting on the stride grid, each with the WINDOW - 1 rows its last windows need
+    rows = max(stride, _BAND_PIXELS // w // stride * stride)
+    parts = [_grid_band(level[r0:r0 + rows + WINDOW - 1], stride, prefilter, Wk)
+             for r0 in range(0, h - WINDOW + 1, rows)]
+    return (np.concatenate([ys + r0 for r0, (ys, _) in zip(range(0, h - WINDOW + 1, rows), parts)]),
+            np.concatenate([xs for _, xs in parts]))
+
+
+def _grid_band(level, stride, prefilter, Wk):
     L = level.astype(np.float32)
     score0, norm = prefilter_map(L, prefilter, stride)
     ys, xs = np.nonzero(score0 > prefilter.threshold)

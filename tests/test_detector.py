@@ -52,10 +52,16 @@ def test_default_model_on_a_scene(data_dir):
     assert (np.diff(boxes[:, 4]) <= 0).all()  # best first
 
 
-def test_rgb_and_grey_give_the_same_detections(small, astro_path):
+def test_rgb_and_grey_give_the_same_detections(small, astro_path, tmp_path):
     det = small[0]
     np.testing.assert_array_equal(as_grey(read_rgb(astro_path)), read_grey(astro_path))
     np.testing.assert_allclose(det.detect(read_rgb(astro_path)), det.detect(read_grey(astro_path)))
+    # half transparent: an RGBA array is composited over white, as the file is by read_grey
+    rgba = np.dstack([read_rgb(astro_path), np.where(np.arange(512) < 256, 0, 255).astype(np.uint8)[None, :]
+                      .repeat(512, axis=0)])
+    from PIL import Image
+    Image.fromarray(rgba).save(tmp_path / "rgba.png")
+    np.testing.assert_array_equal(as_grey(rgba), read_grey(tmp_path / "rgba.png"))
 
 
 def test_save_load_roundtrip(small, astro_path, tmp_path):
@@ -81,10 +87,12 @@ def test_load_errors(small, tmp_path):
         Detector.load(tmp_path / "svc.npz")
 
 
-@pytest.mark.parametrize("params", [{"stride": 0}, {"scale_factor": 1.0}, {"merge_iou": 0.0}, {"min_neighbors": 0},
-                                    {"box": (0, 0, -1)}, {"min_size": 30, "max_size": 20}])
-def test_bad_parameters(small, params):
-    with pytest.raises((ValueError, TypeError)):
+@pytest.mark.parametrize("params,match", [
+    ({"stride": 0}, "stride"), ({"scale_factor": 1.0}, "scale_factor"), ({"merge_iou": 0.0}, "merge_iou"),
+    ({"min_neighbors": 0}, "min_neighbors"), ({"box": (0, 0, -1)}, "box"), ({"box": 1.0}, "box"),
+    ({"min_size": 30, "max_size": 20}, "max_size"), ({"min_size": 2}, "upsampled at most 4x")])
+def test_bad_parameters(small, params, match):
+    with pytest.raises((ValueError, TypeError), match=match):
         small[0].with_params(**params)
 
 

@@ -171,6 +171,17 @@ def _rows(a):
     return a[np.lexsort(a.T[::-1])]
 
 
+def test_large_levels_are_screened_in_bands_with_the_same_result(astro, svm, prefilter, monkeypatch):
+    import facedet.scan as scan_module
+
+    scorer = make_scorer(svm)
+    whole = scan(astro, scorer, window_features, prefilter, stride=2, min_window=40, threshold=-np.inf)
+    monkeypatch.setattr(scan_module, "_BAND_PIXELS", 20_000)  # bands of ~40 rows of a 512-wide level
+    banded = scan(astro, scorer, window_features, prefilter, stride=2, min_window=40, threshold=-np.inf)
+    assert len(whole) > 200  # windows through the cascade, from every band
+    np.testing.assert_array_equal(banded[np.lexsort(banded.T[::-1])], whole[np.lexsort(whole.T[::-1])])
+
+
 def test_refine_is_stride_1_and_half_steps_next_to_promising_windows(astro, svm, prefilter):
     grey = astro[80:180, 170:280]
     scorer = make_scorer(svm)
