@@ -11,10 +11,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from svmcore._validation import check_scalar
+
 from .detector import Detector, as_grey
 from .features import get_features
 from .merge import merge_detections
 from .patches import augment, sample_windows
+from .preprocess import WINDOW
 from .scan import scan
 from .scoring import Prefilter
 
@@ -47,10 +50,14 @@ def fit_prefilter(X, y, negative_images=(), augmentation=None, n_random=1000, re
 def training_set(X, y, augmentation=None, features="osuna"):
     """Feature rows (n', p) and labels (n',) of windows X (n, 19, 19), y (n,) in {0, 1}: the faces augmented
     by ``facedet.patches.augment(**augmentation)`` (default: mirror images only), then the window features
-    ``features`` (a name in :data:`facedet.features.FEATURES`). Raises ValueError for bad input."""
+    ``features`` (a name in :data:`facedet.features.FEATURES`). Raises ValueError for bad shapes, labels
+    other than 0/1, or a set without both faces and non-faces."""
     X, y = np.asarray(X), np.asarray(y)
-    if X.ndim != 3 or len(X) != len(y) or not np.isin(y, (0, 1)).all():
+    if X.ndim != 3 or y.ndim != 1 or len(X) != len(y) or not np.isin(y, (0, 1)).all():
         raise ValueError(f"expected windows (n, 19, 19) and labels (n,) in {{0, 1}}, got {X.shape}, {y.shape}")
+    n_faces = int(y.sum())
+    if n_faces == 0 or n_faces == len(y):
+        raise ValueError(f"training needs faces and non-faces: got {n_faces} faces, {len(y) - n_faces} non-faces")
     faces = augment(X[y == 1], **{"mirror": True, "shifts": 0, **(augmentation or {})})
     nonfaces = X[y == 0]
     F = get_features(features)(np.concatenate([faces, nonfaces]))
@@ -118,15 +125,26 @@ def bootstrap(detector, negative_images, rounds, *, features=None, labels=None, 
     each round the classifier (its own class and hyperparameters, updated by ``svm_params``) is refitted on
     the set plus every false positive so far. Returns (final detector, features, labels, list of
     :class:`Round`); round 0 is the starting detector. Raises ValueError without a training set for a
-    classifier that has no support vectors, and for weights that do not match the rows.
+    classifier that has no support vectors, for rounds < 0, for features without labels, for rows that do not
+    match the detector's features, and for weights that do not match the rows (all before any scanning).
     """
+    check_scalar(rounds, "rounds", lo=0, integer=True)
     negative_images = [as_grey(g) for g in negative_images]
     clf = detector.classifier
     if features is None:
+        if labels is not None:
+            raise ValueError("bootstrap: labels given without features")
         if not hasattr(clf, "support_vectors_"):
             raise ValueError(f"bootstrap: a {type(clf).__name__} keeps no training rows; pass features and labels")
         features = np.asarray(clf.support_vectors_)
         labels = (np.ravel(clf.dual_coef_) > 0).astype(np.int64)
+    elif labels is None:
+        raise ValueError("bootstrap: features given without labels")
+    features, labels = np.asarray(features), np.asarray(labels)
+    width = detector.window_features(np.zeros((1, WINDOW, WINDOW))).shape[1]
+    if features.ndim != 2 or features.shape[1] != width or labels.shape != (len(features),):
+        raise ValueError(f"bootstrap: expected features (n, {width}) and labels (n,), got {features.shape} and "
+                         f"{labels.shape}")
     if sample_weight is not None:
         sample_weight = np.asarray(sample_weight, dtype=np.float64)
         if sample_weight.shape != (len(labels),):
@@ -216,11 +234,15 @@ def choose_threshold(detector, items, candidates=np.round(np.arange(-1.0, 1.01, 
     at the lowest candidate threshold (the scan's ``refine`` does not depend on it)."""
     from .evaluate import match_detections
 
+    if not len(items):
+        raise ValueError("choose_threshold: no annotated images")
     candidates = np.sort(np.asarray(candidates, dtype=np.float64))
     low = detector.with_params(threshold=float(candidates[0]))
     raw = [(low.scan_windows(g), t) for g, t in ((as_grey(img), np.asarray(t, float).reshape(-1, 4))
                                                  for img, t in items)]
     n_truth = sum(len(t) for _, t in raw)
+    if n_truth == 0:
+        raise ValueError("choose_threshold: the images hold no annotated face")
     rows = []
     for th in candidates:
         for nb in neighbors:

@@ -143,8 +143,11 @@ class Detector:
         return self._scorer(features, floor)
 
     def windows_to_boxes(self, windows):
-        """Map window boxes (k, >=4) [x, y, s, s, ...] to face boxes with the calibration ``box``; extra columns kept."""
+        """Map window boxes (k, >=4) [x, y, s, s, ...] to face boxes with the calibration ``box``; extra columns kept.
+        ValueError for another shape."""
         w = np.asarray(windows, dtype=np.float64)
+        if w.ndim != 2 or w.shape[1] < 4:
+            raise ValueError(f"windows: expected shape (k, >= 4), got {w.shape}")
         dx, dy, k = self.box
         out = w.copy()
         s = w[:, 2]

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from svmcore._validation import check_scalar
+
 
 def box_iou(box, boxes):
     """IoU of one box (4,) against boxes (n, 4), all xywh; (n,) float64."""
@@ -25,13 +27,19 @@ def merge_detections(dets, iou=0.3, min_neighbors=1):
     """Group overlapping detections (k, 5) [x, y, w, h, score] -> (g, 6) [x, y, w, h, score, n_windows].
 
     Groups are formed greedily from the highest score; the loop runs once per output group, not per window.
-    Raises ValueError for a wrong shape or iou outside (0, 1].
+    Groups of fewer than ``min_neighbors`` windows are dropped. Raises ValueError for a wrong shape, NaN/inf,
+    a width or height <= 0, iou outside (0, 1] or min_neighbors < 1; TypeError for a non-integer min_neighbors.
     """
     dets = np.asarray(dets, dtype=np.float64)
+    if dets.size == 0:
+        dets = dets.reshape(0, 5)
     if dets.ndim != 2 or dets.shape[1] != 5:
         raise ValueError(f"dets: expected shape (k, 5), got {dets.shape}")
+    if not np.isfinite(dets[:, :4]).all() or (dets[:, 2:4] <= 0).any():
+        raise ValueError("dets: boxes must be finite with width and height > 0")
     if not 0 < iou <= 1:
         raise ValueError(f"iou: must be in (0, 1], got {iou!r}")
+    check_scalar(min_neighbors, "min_neighbors", lo=1, integer=True)
     order = np.argsort(-dets[:, 4], kind="stable")
     rest = dets[order]
     out = []

@@ -34,6 +34,8 @@ def atomic_write(path):
     Windows); on any exception the temporary file is removed and ``path`` is left untouched.
     """
     path = Path(os.path.realpath(path))  # through a symlink: replace its target, keep the link
+    if not path.parent.is_dir():  # name the user's folder, not the temporary file mkstemp would report
+        raise FileNotFoundError(f"cannot write {path}: folder {path.parent} does not exist")
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     umask = os.umask(0)
     os.umask(umask)

@@ -3,7 +3,8 @@ import numpy as np
 import pytest
 
 from facedet import Detector, load_default
-from facedet.bootstrap import best_windows, bootstrap, calibrate_box, train_detector
+from facedet.bootstrap import (best_windows, bootstrap, calibrate_box, choose_threshold, train_detector,
+                               training_set)
 from facedet.detector import as_grey
 from facedet.evaluate import iou, read_annotations
 from facedet.imageio import read_grey, read_rgb
@@ -105,6 +106,25 @@ def test_bad_images(small):
     with pytest.raises(ValueError):
         det.detect(np.zeros((50, 50, 2), np.uint8))
     assert det.detect(np.full((60, 80), 128, np.uint8)).shape == (0, 5)  # flat image: nothing
+
+
+def test_training_helpers_refuse_bad_input_before_any_work(small, negatives):
+    det, F, labels = small
+    X = np.zeros((4, 19, 19), np.uint8)
+    for y, match in ((np.ones(4, int), "faces and non-faces"), (np.ones((4, 1), int), "labels")):
+        with pytest.raises(ValueError, match=match):
+            training_set(X, y)
+    for kw, match in (({"features": F}, "without labels"), ({"labels": labels}, "without features"),
+                      ({"features": F[:, :10], "labels": labels}, "expected features"),
+                      ({"features": F, "labels": labels[:-1]}, "expected features")):
+        with pytest.raises(ValueError, match=match):
+            bootstrap(det, negatives, 1, **kw)
+    with pytest.raises(ValueError, match="rounds"):
+        bootstrap(det, negatives, -1, features=F, labels=labels)
+    with pytest.raises(ValueError, match="no annotated"):
+        choose_threshold(det, [])
+    with pytest.raises(ValueError, match="no annotated face"):
+        choose_threshold(det, [(negatives[0], np.zeros((0, 4)))])
 
 
 def test_bootstrap_rounds_reduce_false_positives(small, negatives):

@@ -236,7 +236,11 @@ def test_merge_groups_overlapping_boxes():
     np.testing.assert_allclose(m[0], [11, 10, 20.666666666666668, 20.666666666666668, 2.0, 3])
     assert list(m[:, 5]) == [3, 1, 1]
     assert len(merge_detections(dets, iou=0.3, min_neighbors=2)) == 1
-    assert merge_detections(np.empty((0, 5))).shape == (0, 6)
+    assert merge_detections(np.empty((0, 5))).shape == (0, 6) and merge_detections([]).shape == (0, 6)
+    for bad, kw in ((dets, {"min_neighbors": 0}), (dets, {"min_neighbors": 2.5}),
+                    (np.r_[dets, [[0, 0, -1, 5, 1.0]]], {}), (np.r_[dets, [[np.nan, 0, 5, 5, 1.0]]], {})):
+        with pytest.raises((ValueError, TypeError)):
+            merge_detections(bad, **kw)
     np.testing.assert_allclose(box_iou(np.array([0, 0, 10, 10.]), np.array([[5, 0, 10, 10.], [20, 20, 1, 1.]])),
                                [1 / 3, 0])
     with pytest.raises(ValueError):
