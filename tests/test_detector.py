@@ -49,7 +49,7 @@ def test_default_model_on_a_scene(data_dir):
     truth, _ = read_annotations(scenes / "boxes.csv", split="test")["2008_002470.jpg"]
     boxes = det.detect(read_grey(scenes / "images" / "2008_002470.jpg"))
     hits = (iou(boxes[:, :4], truth) >= 0.5).any(axis=0)
-    assert hits.sum() >= 2  # of 6 faces; the full figures are in docs/detector.md
+    assert hits.sum() == 6 and len(boxes) == 6  # the shipped model finds all 6 faces here and nothing else
     assert (np.diff(boxes[:, 4]) <= 0).all()  # best first
 
 

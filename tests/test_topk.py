@@ -13,7 +13,6 @@ from sklearn.svm import LinearSVC
 import svmcore
 from svmcore.kernels import pairwise_kernel
 from svmcore.metrics import top_k_accuracies, top_k_accuracy
-from svmcore.sdca import topk_losses
 from svmcore.topk import TopKSVM
 
 
@@ -37,10 +36,17 @@ def sector(data_dir):
 
 
 def primal(model, X, y, C, k, beta):
-    """P(W) = 1/2 ||W||^2 + C sum loss, evaluated independently of the solver from coef_."""
+    """P(W) = 1/2 ||W||^2 + C sum loss from coef_, the loss written out in numpy (not the solver's code):
+    alpha: max(0, mean of the k largest z_j); beta: mean of the k largest max(0, z_j); z_j = 1 + s_j - s_y, j != y."""
     yi = np.searchsorted(model.classes_, y)
-    S = X @ model.coef_.T
-    return 0.5 * np.sum(model.coef_ ** 2) + C * topk_losses(np.ascontiguousarray(S), yi, k, beta).sum()
+    S = np.asarray(X @ model.coef_.T)
+    rows = np.arange(len(yi))
+    Z = 1.0 + S - S[rows, yi][:, None]
+    if beta:
+        Z = np.maximum(Z, 0.0)
+    Z[rows, yi] = -np.inf
+    losses = np.maximum(-np.sort(-Z, axis=1)[:, :k].mean(axis=1), 0.0)
+    return 0.5 * np.sum(model.coef_ ** 2) + C * losses.sum()
 
 
 def cvxopt_primal(X, y, C, k, loss):
