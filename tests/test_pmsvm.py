@@ -100,11 +100,12 @@ def test_approx_kernel_on_real_data(usps):
 
 # --- solver against independent references ---------------------------------------------------------
 def _box_dual_qp(Q, C):
-    """min 1/2 a'Qa - 1'a, 0 <= a <= C, by cvxopt's interior point method (an independent QP solver)."""
+    """min 1/2 a'Qa - 1'a, 0 <= a <= C (C = inf: a >= 0 only), by cvxopt's interior point method (an
+    independent QP solver)."""
     import cvxopt
     n = len(Q)
-    G = np.vstack([-np.eye(n), np.eye(n)])
-    h = np.concatenate([np.zeros(n), np.full(n, C)])
+    G = np.vstack([-np.eye(n), np.eye(n)]) if np.isfinite(C) else -np.eye(n)
+    h = np.concatenate([np.zeros(n), np.full(n, C)]) if np.isfinite(C) else np.zeros(n)
     cvxopt.solvers.options.update(show_progress=False, abstol=1e-10, reltol=1e-10, feastol=1e-10)
     sol = cvxopt.solvers.qp(cvxopt.matrix(Q), cvxopt.matrix(-np.ones(n)), cvxopt.matrix(G), cvxopt.matrix(h))
     a = np.array(sol["x"]).ravel()
@@ -117,12 +118,19 @@ def test_dcd_reaches_the_exact_kernel_dual_optimum(usps):
     Q = np.outer(yb, yb) * (power_mean_kernel(X) + 1.0)  # exact chi-square kernel, +1 regularised bias
     C = 0.1
     _, opt = _box_dual_qp(Q, C)
-    for n_anchors, rel in ((6, 1e-3), (3, 3e-2)):
-        m = PmSVM(C=C, n_anchors=n_anchors, lut_bins=None, tol=1e-3, max_iter=2000, random_state=0).fit(X, y == 3)
+    for n_anchors, lut_bins, rel in ((6, None, 1e-3), (3, None, 3e-2), (3, 1000, 3e-2)):  # 1000: the default table
+        m = PmSVM(C=C, n_anchors=n_anchors, lut_bins=lut_bins, tol=1e-3, max_iter=2000, random_state=0).fit(X, y == 3)
         a = m.alpha_[0]
         assert m.n_iter_[0] < 2000 and 0 <= a.min() and a.max() <= C
         obj = 0.5 * a @ Q @ a - a.sum()
-        assert obj >= opt - 1e-9 and (obj - opt) / abs(opt) < rel, (n_anchors, obj, opt)
+        assert obj >= opt - 1e-9 and (obj - opt) / abs(opt) < rel, (n_anchors, lut_bins, obj, opt)
+    # squared hinge: no upper bound, Q + I / (2C) (LIBLINEAR's l2-loss dual)
+    Q2 = Q + np.eye(len(Q)) / (2 * C)
+    _, opt2 = _box_dual_qp(Q2, np.inf)
+    m = PmSVM(C=C, n_anchors=6, lut_bins=None, loss="squared_hinge", tol=1e-3, max_iter=2000, random_state=0)
+    a = m.fit(X, y == 3).alpha_[0]
+    obj2 = 0.5 * a @ Q2 @ a - a.sum()
+    assert m.n_iter_[0] < 2000 and a.min() >= 0 and obj2 >= opt2 - 1e-9 and (obj2 - opt2) / abs(opt2) < 1e-3
 
 
 def test_shrinking_stops_at_kkt_on_all_samples(usps):
