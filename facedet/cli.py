@@ -288,7 +288,8 @@ def bootstrap(
     for col in ("round", "non-face patches", "support vectors", "FP windows", "FP detections"):
         t.add_column(col, justify="right")
     for r in table:
-        t.add_row(str(r.round), str(r.n_nonfaces), str(r.n_support), str(r.fp_windows), str(r.fp_detections))
+        t.add_row(str(r.round), str(r.n_nonfaces), str(r.n_support) if hasattr(det.classifier, "support_") else "-",
+                  str(r.fp_windows), str(r.fp_detections))
     out.print(t)
     out.print(f"wrote {out_path}", markup=False, highlight=False)
     raise typer.Exit(1 if failed or nfail else 0)
