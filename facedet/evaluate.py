@@ -51,7 +51,7 @@ def iou(a, b) -> np.ndarray:
 def read_annotations(csv_path, split=None) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """Read ground-truth face boxes from a CSV file.
 
-    Columns (header row required, any order, extra columns ignored): ``image, x, y, w, h`` and optionally
+    Columns (header row required, any order and case, extra columns ignored): ``image, x, y, w, h`` and optionally
     ``ignore`` (``0/1``, ``true/false``, ``yes/no``, empty = 0) and ``split`` (as in
     ``shared/data/scenes_annotated_dlib_voc/boxes.csv``). A row whose ``x, y, w, h`` are all empty lists
     an image that contains no face, so its detections all count as false positives.
@@ -77,7 +77,7 @@ def _read_annotations(path, split):
     seen: dict[tuple, int] = {}
     with open(path, newline="", encoding="utf-8-sig") as f:
         reader = csv.DictReader(f)
-        columns = [c.strip() for c in (reader.fieldnames or [])]
+        columns = [c.strip().lower() for c in (reader.fieldnames or [])]
         missing = [c for c in ("image", "x", "y", "w", "h") if c not in columns]
         if missing:
             raise ValueError(f"{path}: missing column(s) {', '.join(missing)} (header: {','.join(columns) or 'none'})")

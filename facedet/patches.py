@@ -90,13 +90,14 @@ def load_npz(path, split="train"):
     try:
         with np.load(path, allow_pickle=False) as d:
             keys = (f"X_{split}", f"y_{split}") if f"X_{split}" in d.files else ("X", "y")
-            if not all(k in d.files for k in keys):
-                raise ValueError(f"{path}: expected arrays X_{split}/y_{split} or X/y, found {d.files}")
-            X, y = d[keys[0]], d[keys[1]]
+            files = d.files
+            X, y = (d[keys[0]], d[keys[1]]) if all(k in files for k in keys) else (None, None)
     except (OSError, EOFError, zipfile.BadZipFile) as exc:
         raise ValueError(f"{path}: not a readable .npz file ({exc})") from exc
     except ValueError as exc:  # object arrays: numpy refuses to unpickle them
         raise ValueError(f"{path}: {exc}") from exc
+    if X is None:
+        raise ValueError(f"{path}: expected arrays X_{split}/y_{split} or X/y, found {files}")
     if X.dtype.kind not in "biuf":
         raise ValueError(f"{path}: X must hold numbers, got dtype {X.dtype}")
     if X.dtype.kind == "f" and not np.isfinite(X).all():
@@ -107,6 +108,8 @@ def load_npz(path, split="train"):
         raise ValueError(f"{path}: expected X (n, h, w) and y (n,), got {X.shape} and {y.shape}")
     if not np.isin(y, (0, 1)).all():
         raise ValueError(f"{path}: labels must be 0 (non-face) or 1 (face)")
+    if X.size and (X.min() < 0 or X.max() > 255):
+        raise ValueError(f"{path}: pixels must be grey levels 0..255 (or 0..1), got {X.min():g}..{X.max():g}")
     if X.dtype != np.uint8:
         scale = 255.0 if X.max(initial=0) <= 1.0 else 1.0
         X = np.clip(np.rint(X * scale), 0, 255).astype(np.uint8)
