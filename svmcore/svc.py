@@ -226,11 +226,20 @@ class OneClassSVM(_KernelSVM):
 
     @property
     def offset_(self):
+        """rho (float): decision_function = score_samples - offset_."""
         return -self.intercept_[0]
+
+    def score_samples(self, X):
+        """Raw scores sum_i alpha_i K(sv_i, x), shape (n,) float64 (scikit-learn's convention)."""
+        return self.decision_function(X) + self.offset_
 
     def predict(self, X):
         """+1 for inliers (decision_function(X) >= 0), -1 for outliers; shape (n,) int."""
         return np.where(self.decision_function(X) >= 0, 1, -1)
+
+    def fit_predict(self, X, y=None, sample_weight=None):
+        """fit(X) then predict(X): +1 / -1 per training row, shape (n,) int."""
+        return self.fit(X, sample_weight=sample_weight).predict(X)
 
 
 def initial_one_class_alpha(total, upper):

@@ -177,6 +177,8 @@ def test_one_class_matches_libsvm(cbcl_small, weighted):
         assert abs(a.sum() - nu * w.sum()) < 1e-8 and np.all(a <= w * (1 + 1e-12))
         assert abs(0.5 * a @ K @ a - 0.5 * b @ K @ b) <= 1e-3 * (0.5 * b @ K @ b)
         assert abs(ours.offset_ - ref.offset_[0]) <= 1e-3 * abs(ref.offset_[0])
+        np.testing.assert_allclose(ours.score_samples(Xt), ref.score_samples(Xt), rtol=1e-3)
+        np.testing.assert_array_equal(ours.fit_predict(X, sample_weight=w), ours.predict(X))
         g = ref.decision_function(Xt)
         assert np.abs(ours.decision_function(Xt) - g).max() <= 1e-3 * np.abs(g).max()
         assert np.mean(ours.predict(Xt) == ref.predict(Xt)) > 0.99
