@@ -298,7 +298,8 @@ def bootstrap(
 @app.command()
 def detect(
     images: List[Path] = typer.Argument(..., readable=False, metavar="IMAGE",
-                                        help="Image files (PNG, JPEG, TIFF, ...; colour, grey, 16-bit or alpha)."),
+                                        help="Image files (PNG, JPEG, TIFF, ...; colour, grey, 16-bit or alpha), "
+                                             "or folders: every image file in them, subfolders included."),
     model: Optional[Path] = typer.Option(None, help="Model file (default: models/default_detector.npz, or "
                                                     "$FACEDET_MODEL)."),
     out_path: Optional[Path] = typer.Option(None, "--out", help="Write annotated images (boxes in green): a folder "
@@ -325,6 +326,9 @@ def detect(
     from .imageio import ImageError, read_rgb, write_image
 
     det = _load_detector(model)
+    images = [p for path in images for p in (_image_files(path) if path.is_dir() else [path])]
+    if not images:
+        _usage("no image files in the given folders")
     overrides = {k: v for k, v in (("threshold", threshold), ("min_size", min_size), ("min_neighbors", min_neighbors),
                                    ("scale_factor", scale_factor), ("stride", stride)) if v is not None}
     if refine is not None:

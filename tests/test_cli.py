@@ -188,9 +188,12 @@ def test_outputs_are_checked_before_work_and_never_overwrite(astro, tmp_path, sm
     assert r.exit_code == 2 and "give a folder" in r.stderr and not (tmp_path / "two.png").exists()
     (tmp_path / "a").mkdir()
     (tmp_path / "a" / "astronaut.png").write_bytes(astro.read_bytes())
-    r = runner.invoke(app, ["detect", str(astro), str(tmp_path / "a" / "astronaut.png"), "--out", str(tmp_path / "o")])
+    r = runner.invoke(app, ["detect", str(astro), str(tmp_path / "a"), "--out", str(tmp_path / "o")])  # a folder too
     assert r.exit_code == 0, r.output
     assert sorted(p.name for p in (tmp_path / "o").iterdir()) == ["astronaut-2.faces.png", "astronaut.faces.png"]
+    (tmp_path / "empty").mkdir()
+    r = runner.invoke(app, ["detect", str(tmp_path / "empty")])
+    assert r.exit_code == 2 and "no image files" in r.stderr
     (tmp_path / "file").write_text("x")
     assert runner.invoke(app, ["detect", str(astro), "--out", str(tmp_path / "file" / "sub")]).exit_code == 2
     # a bad --out fails at once, not after training
