@@ -321,12 +321,13 @@ def detect(
                                                     "'off': the grid only (default: the model's)."),
 ):
     """Find faces in images: a table (or --json) of boxes in pixels, and annotated images with --out."""
-    from PIL import Image
-
     from .imageio import ImageError, read_rgb, write_image
 
     det = _load_detector(model)
-    images = [p for path in images for p in (_image_files(path) if path.is_dir() else [path])]
+    # a folder gives its image files, except earlier annotated outputs inside it (--out photos/annotated)
+    skip = out_path.resolve() if out_path is not None else None
+    images = [p for path in images for p in (_image_files(path) if path.is_dir() else [path])
+              if not (path.is_dir() and skip is not None and skip in p.resolve().parents)]
     if not images:
         _usage("no image files in the given folders")
     overrides = {k: v for k, v in (("threshold", threshold), ("min_size", min_size), ("min_neighbors", min_neighbors),
@@ -341,7 +342,7 @@ def detect(
             for name in overrides:  # the user typed option names, not Python names
                 message = message.replace(f"{name}:", f"--{name.replace('_', '-')}:")
             _usage(message)
-    targets = _annotation_targets(images, out_path, set(Image.registered_extensions()))
+    targets = _annotation_targets(images, out_path)
     results, failed = [], 0
     with _progress() as progress:
         task = progress.add_task("detecting", total=len(images), info="")
@@ -378,13 +379,18 @@ def detect(
     raise typer.Exit(1 if failed else 0)
 
 
-def _annotation_targets(images, out_path, image_suffixes):
+def _annotation_targets(images, out_path):
     """The annotated-image path of each input (None without --out). An --out with an image suffix is one
-    file (usage error if several images are given); otherwise a folder of <stem>.faces.png, with -2, -3, ...
-    where stems repeat, so that no output overwrites another."""
+    file (usage error if several images are given, or if Pillow cannot write that format); otherwise a folder
+    of <stem>.faces.png, with -2, -3, ... where stems repeat, so that no output overwrites another."""
+    from PIL import Image
+
     if out_path is None:
         return [None] * len(images)
+    image_suffixes = Image.registered_extensions()
     if out_path.suffix.lower() in image_suffixes and not out_path.is_dir():
+        if image_suffixes[out_path.suffix.lower()] not in Image.SAVE:
+            _usage(f"--out {out_path}: cannot write {image_suffixes[out_path.suffix.lower()]} images; use .png or .jpg")
         if len(images) > 1:
             _usage(f"--out {out_path} names one file, but {len(images)} images were given; give a folder")
         _check_output(out_path, "--out")
@@ -427,8 +433,9 @@ def evaluate(
                                                "without faces."),
     model: Optional[Path] = typer.Option(None, help="Model file (default: the shipped model)."),
     split: Optional[str] = typer.Option(None, help="Evaluate only rows of this split (e.g. test)."),
-    plot: Path = typer.Option(Path("precision_recall.png"), help="Write the precision-recall curve here (.png; "
-                                                                 ".pdf and .svg also work)."),
+    plot: Optional[Path] = typer.Option(None, help="Write the precision-recall curve here (.png; .pdf and .svg "
+                                                   "also work). Default: precision_recall.png in the current "
+                                                   "folder, skipped with a note if that is not writable."),
     iou: float = typer.Option(0.5, help="Intersection over union, in (0, 1], for a detection to match a face."),
 ):
     """Detection rate, false positives and average precision on annotated images."""
@@ -437,7 +444,10 @@ def evaluate(
 
     if not 0 < iou <= 1:
         _usage(f"--iou: must be in (0, 1], got {iou}")
-    _check_output(plot, "--plot")
+    if plot is not None:
+        _check_output(plot, "--plot")
+    elif os.access(".", os.W_OK | os.X_OK):
+        plot = Path("precision_recall.png")
     try:
         ann = read_annotations(annotations, split=split)
     except (OSError, ValueError) as exc:
@@ -465,8 +475,11 @@ def evaluate(
         t.add_column(col, justify="right")
     t.add_row(f"{res.detection_rate:.3f}", str(res.false_positives), f"{res.average_precision:.3f}")
     out.print(t)
-    _write(lambda path: plot_precision_recall(res, path), plot)
-    out.print(f"wrote {plot}", markup=False, highlight=False)
+    if plot is None:
+        _report("note:", "the current folder is not writable; no precision-recall plot (give --plot PATH)")
+    else:
+        _write(lambda path: plot_precision_recall(res, path), plot)
+        out.print(f"wrote {plot}", markup=False, highlight=False)
     raise typer.Exit(1 if failed else 0)
 
 

@@ -27,8 +27,8 @@ from .scan import scan
 from .scoring import Prefilter, make_scorer
 
 FORMAT = "facedet-detector"
-MAX_UPSAMPLE = 4  # the smallest min_size: pyramid levels beyond 4x the image cost memory for nothing a 19x19
-#                   window can resolve
+MAX_UPSAMPLE = 4  # min_size is raised to what a 19x19 window upsampled 4x covers: larger levels cost memory
+#                   for nothing the window can resolve
 
 
 def as_grey(image):
@@ -62,7 +62,8 @@ class Detector:
     :func:`facedet.features.window_features`, the default; "hog": :func:`facedet.features.hog_features`);
     prefilter: a :class:`facedet.scoring.Prefilter` cascade, or None to score every window with the SVM;
     scale_factor (> 1): pyramid step; stride (px, at each level): window step; min_size / max_size: smallest
-    and largest face box side in original pixels (max None: the image); threshold: SVM decision value above
+    and largest face box side in original pixels (max None: the image; min at least what a window upsampled
+    4x covers, 7.5 px with the shipped box map); threshold: SVM decision value above
     which a window is a face; refine: SVM decision value; around every window scoring above it the scan also
     scores the stride-1 windows and the pyramid's half steps (coarse-to-fine, :func:`facedet.scan.scan`;
     None: off);
@@ -90,9 +91,6 @@ class Detector:
         box = tuple(float(check_scalar(b, "box")) for b in box)
         if box[2] <= 0:
             raise ValueError(f"box: expected (dx, dy, scale > 0), got {box}")
-        if min_size < box[2] * WINDOW / MAX_UPSAMPLE:
-            raise ValueError(f"min_size: must be >= {box[2] * WINDOW / MAX_UPSAMPLE:.1f} px (a {WINDOW}x{WINDOW} "
-                             f"window upsampled at most {MAX_UPSAMPLE}x), got {min_size}")
         if not hasattr(classifier, "decision_function") or not (hasattr(classifier, "dual_coef_")
                                                                 or hasattr(classifier, "coef_")):
             raise ValueError("classifier: expected a fitted SVC or PmSVM")
@@ -161,7 +159,8 @@ class Detector:
         pixels, and with ``return_windows`` the (k, 19, 19) uint8 windows. See :func:`facedet.scan.scan`."""
         k = self.box[2]
         return scan(as_grey(image), self._scorer, self._features, self.prefilter,
-                    scale_factor=self.scale_factor, stride=self.stride, min_window=self.min_size / k,
+                    scale_factor=self.scale_factor, stride=self.stride,
+                    min_window=max(self.min_size / k, WINDOW / MAX_UPSAMPLE),
                     max_window=None if self.max_size is None else self.max_size / k,
                     threshold=self.threshold, refine=self.refine, return_windows=return_windows)
 

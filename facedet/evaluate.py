@@ -111,7 +111,7 @@ def _read_annotations(path, split):
             flag = row.get("ignore", "").strip().lower()
             if flag not in _TRUE | _FALSE:
                 raise ValueError(f"{where}: ignore must be 0/1, true/false or yes/no, got {row['ignore']!r}")
-            first = seen.setdefault((name, x, y, w, h), reader.line_num)
+            first = seen.setdefault((row.get("split", "").strip(), name, x, y, w, h), reader.line_num)
             if first != reader.line_num:
                 raise ValueError(f"{where}: the box {','.join(fields)} of {name} is already on line {first}")
             boxes.append((x, y, w, h, flag in _TRUE))

@@ -57,13 +57,12 @@ _PINV_FULL = np.linalg.pinv(_D_FULL)
 _IDX_MASKED = np.flatnonzero(MASK)
 
 
-MAX_LEVEL = 65535  # 16-bit grey; equalization counts integer levels, so the range must stay bounded
+MAX_LEVEL = 65535  # 16-bit grey; equalization counts integer levels, so their range must stay bounded
 
 
 def check_windows(windows, name="windows", dtype=np.float64):
-    """Return ``windows`` as an (n, 19, 19) array (float64, or kept as is with ``dtype=None``) of grey
-    levels; TypeError for a non-real dtype, ValueError for a wrong shape, NaN, infinity or a value
-    outside [-65535, 65535]."""
+    """Return ``windows`` as an (n, 19, 19) array (float64, or kept as is with ``dtype=None``); TypeError
+    for a non-real dtype, ValueError for a wrong shape, NaN or infinity."""
     w = np.asarray(windows)
     if (w.dtype == object or not (np.issubdtype(w.dtype, np.number) or w.dtype == bool)
             or np.issubdtype(w.dtype, np.complexfloating)):
@@ -76,10 +75,19 @@ def check_windows(windows, name="windows", dtype=np.float64):
         w = np.asarray(w, dtype=dtype)
     if w.dtype.kind == "f" and not np.isfinite(w).all():
         raise ValueError(f"{name}: contains NaN or infinity")
-    if w.dtype.kind in "fi" and w.size and np.abs(w).max() > MAX_LEVEL:
-        raise ValueError(f"{name}: values must be grey levels (0..255, at most {MAX_LEVEL}), got up to "
-                         f"{np.abs(w).max():.3g}")
     return w
+
+
+def check_levels(w, name="windows"):
+    """ValueError unless ``w`` holds grey levels for equalization: |values| <= 65535 (16-bit), and floats
+    not all within [0, 1] (such pixels would round to one level)."""
+    if w.dtype.kind in "fiu" and w.size:
+        top = np.abs(w).max()
+        if top > MAX_LEVEL:
+            raise ValueError(f"{name}: values must be grey levels (0..255, at most {MAX_LEVEL}), got up to {top:.3g}")
+        if w.dtype.kind == "f" and 0 < top <= 1.0:
+            raise ValueError(f"{name}: pixels look scaled to [0, 1]; equalization works on grey levels, so pass "
+                             "them as 0..255 (e.g. windows * 255)")
 
 
 def apply_mask(windows, mask=True):
@@ -184,13 +192,18 @@ def _plane_equalize(w, idx, D, P, out):
 def equalize(pixels):
     """Histogram equalization of each row (n, p) -> (n, p) float64 in [-1, 1] (rank/(p-1)*2-1, mid-ranks for ties).
 
-    Integer-valued rows (grey levels) use a counting sort; other values a comparison sort.
+    Integer rows within a 16-bit range (grey levels) use a counting sort; other values a comparison sort.
+    Raises ValueError for another shape or NaN/inf.
     """
     x = np.asarray(pixels)
+    if x.ndim != 2:
+        raise ValueError(f"pixels: expected shape (n, p), got {x.shape}")
     out = np.empty(x.shape, dtype=np.float64)
     if x.size == 0:
         return out
-    if np.issubdtype(x.dtype, np.integer):
+    if x.dtype.kind == "f" and not np.isfinite(x).all():
+        raise ValueError("pixels: contains NaN or infinity")
+    if np.issubdtype(x.dtype, np.integer) and int(x.max()) - int(x.min()) <= 2 * MAX_LEVEL:
         _equalize_levels(np.ascontiguousarray(x, dtype=np.int64), out)
     else:
         _equalize(np.ascontiguousarray(x, dtype=np.float64), out)
@@ -210,10 +223,7 @@ def preprocess(windows, *, mask=True, plane=True, equalize_hist=True):
     level.
     """
     if equalize_hist:
-        w = check_windows(windows, dtype=None)
-        if w.dtype.kind == "f" and w.size and 0 < np.abs(w).max() <= 1.0:
-            raise ValueError("windows: pixels look scaled to [0, 1]; equalization works on grey levels, so pass "
-                             "them as 0..255 (e.g. windows * 255)")
+        check_levels(check_windows(windows, dtype=None))
     if mask and plane and equalize_hist:
         # one numba pass; only with the mask: on the full 19x19 grid the plane is a rational function of the
         # grey levels and residuals can fall exactly on .5, where rint would depend on the summation order

@@ -23,6 +23,7 @@ class BaseEstimator:
     _state_meta: tuple[str, ...] = ()
     _estimator_type: str | None = None
     _sparse_input = True  # whether fit accepts scipy.sparse X (scikit-learn's input tag)
+    _pairwise_input = False  # X is a kernel matrix: model selection must slice its rows and columns
 
     def __sklearn_tags__(self):
         # called only by scikit-learn (>= 1.6), so importing it here adds no runtime dependency
@@ -31,7 +32,7 @@ class BaseEstimator:
         classifier = self._estimator_type == "classifier"
         return Tags(estimator_type=self._estimator_type, target_tags=TargetTags(required=classifier),
                     classifier_tags=ClassifierTags() if classifier else None,
-                    input_tags=InputTags(sparse=self._sparse_input))
+                    input_tags=InputTags(sparse=self._sparse_input, pairwise=self._pairwise_input))
 
     @classmethod
     def _param_names(cls):
@@ -99,8 +100,8 @@ class BaseEstimator:
         self._check_params()
         for k in self._state_arrays:
             a = getattr(self, k)
-            # classes_ may hold strings; everything else is numeric (bool, int, float)
-            if a.dtype.kind not in ("biuf" + ("U" if k == "classes_" else "")):
+            # classes_ may hold strings (str or bytes); everything else is numeric (bool, int, float)
+            if a.dtype.kind not in ("biuf" + ("US" if k == "classes_" else "")):
                 raise ValueError(f"array {k!r} has dtype {a.dtype}; expected numbers")
             if a.dtype.kind == "f" and not np.isfinite(a).all():
                 raise ValueError(f"array {k!r} contains NaN or infinity")

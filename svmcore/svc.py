@@ -47,6 +47,10 @@ class _KernelSVM(BaseEstimator):
     def _sparse_input(self):
         return self.kernel != "precomputed"
 
+    @property
+    def _pairwise_input(self):
+        return self.kernel == "precomputed"
+
     def _prepare(self, X, min_rows=1):
         """Validate X and return (X, Q-factory arguments) for the kernel."""
         X = check_array(X, "X", allow_sparse=self._sparse_input, min_rows=min_rows)

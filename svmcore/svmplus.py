@@ -91,7 +91,8 @@ class LinearSVMPlus(_Classifier, BaseEstimator):
     def _check_params(self):
         super()._check_params()
         check_scalar(self.max_iter, "max_iter", lo=1, integer=True)
-        if self.random_state is not None:
+        if not (self.random_state is None or isinstance(self.random_state, (np.random.Generator,
+                                                                             np.random.RandomState))):
             check_scalar(self.random_state, "random_state", lo=0, integer=True)
 
     def fit(self, X, X_star, y):
@@ -103,7 +104,9 @@ class LinearSVMPlus(_Classifier, BaseEstimator):
         self._check_params()
         X, Z, classes, ys = _check_fit_input(X, X_star, y)
         C, gamma = float(self.C), float(self.gamma)
-        seed = int(np.random.default_rng(self.random_state).integers(2**31 - 1))
+        rs = self.random_state
+        seed = int(rs.randint(2**31 - 1) if isinstance(rs, np.random.RandomState)
+                   else np.random.default_rng(rs).integers(2**31 - 1))
         n = X.shape[0]
         alpha = np.zeros(n)
         zeta = np.full(n, C)  # alpha + zeta - C = 0, so w = 0 and w* = 0 at the start

@@ -101,6 +101,10 @@ class TopKSVM(ClassifierMixin, BaseEstimator):
     def _sparse_input(self):
         return self.kernel == "linear"
 
+    @property
+    def _pairwise_input(self):
+        return self.kernel == "precomputed"
+
     def _check_X(self, X, name="X"):
         return check_array(X, name, allow_sparse=self._sparse_input)
 

@@ -191,6 +191,12 @@ def test_outputs_are_checked_before_work_and_never_overwrite(astro, tmp_path, sm
     r = runner.invoke(app, ["detect", str(astro), str(tmp_path / "a"), "--out", str(tmp_path / "o")])  # a folder too
     assert r.exit_code == 0, r.output
     assert sorted(p.name for p in (tmp_path / "o").iterdir()) == ["astronaut-2.faces.png", "astronaut.faces.png"]
+    # a second run over a folder holding its own output does not annotate the annotations
+    r = runner.invoke(app, ["detect", str(tmp_path / "a"), "--out", str(tmp_path / "a" / "out")])
+    r = runner.invoke(app, ["detect", str(tmp_path / "a"), "--out", str(tmp_path / "a" / "out")])
+    assert r.exit_code == 0 and [p.name for p in (tmp_path / "a" / "out").iterdir()] == ["astronaut.faces.png"]
+    r = runner.invoke(app, ["detect", str(astro), "--out", str(tmp_path / "x.psd")])
+    assert r.exit_code == 2 and "cannot write PSD" in r.stderr
     (tmp_path / "empty").mkdir()
     r = runner.invoke(app, ["detect", str(tmp_path / "empty")])
     assert r.exit_code == 2 and "no image files" in r.stderr

@@ -47,6 +47,12 @@ def test_sklearn_model_selection_works(make, patches):
     np.testing.assert_array_equal(pipe.predict(X), make().fit(scaled, y).predict(scaled))
 
 
+def test_precomputed_kernels_are_sliced_as_kernels(patches):
+    X, y = patches  # model selection must cut K[train][:, train] and K[test][:, train], not rows only
+    np.testing.assert_allclose(cross_val_score(svmcore.SVC(kernel="precomputed"), X @ X.T, y, cv=3),
+                               cross_val_score(svmcore.SVC(kernel="linear"), X, y, cv=3))
+
+
 @pytest.mark.parametrize("make", CLASSIFIERS + [lambda: svmcore.OneClassSVM(nu=0.2)])
 def test_not_fitted_error(make, patches):
     for method in ("predict", "decision_function"):
@@ -70,6 +76,15 @@ def test_weights_on_one_class_only_are_refused(patches):
     X, y = patches
     with pytest.raises(ValueError, match="one class"):
         svmcore.SVC().fit(X, y, sample_weight=(y == 1).astype(float))
+
+
+@pytest.mark.filterwarnings("ignore:LinearSVMPlus. stopped")  # 50 epochs are enough to test the seeding
+def test_bytes_labels_and_random_generators(patches, tmp_path):
+    X, y = patches
+    m = svmcore.SVC(kernel="linear").fit(X, np.array([b"no", b"yes"])[y])
+    assert list(svmcore.load(m.save(tmp_path / "b.npz")).classes_) == [b"no", b"yes"]
+    for rs in (np.random.default_rng(0), np.random.RandomState(0)):
+        assert svmcore.LinearSVMPlus(random_state=rs, max_iter=50).fit(X, X[:, :5], y).n_iter_ <= 50
 
 
 def test_failed_pmsvm_refit_keeps_the_old_model(patches):
