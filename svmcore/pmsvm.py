@@ -38,6 +38,7 @@ from . import persistence
 from ._validation import (check_array, check_choice, check_fitted, check_labels, check_n_features,
                           check_scalar)
 from .base import BaseEstimator, ClassifierMixin
+from .multiclass import ovo_pairs, ovo_votes
 
 PAPER_ANCHORS = (0.01, 0.06, 0.75)  # Eq. (31), in units of x_max
 OFFSET_B = 0.05  # b in e(q) = (1, ln(q + b), ln^2(q + b)), Eq. (25)
@@ -577,7 +578,7 @@ class PmSVM(ClassifierMixin, BaseEstimator):
             return np.array([[0, 1]])
         if self.multi_class == "ovr":
             return np.stack([np.full(k, -1), np.arange(k)], axis=1)  # -1: all other classes
-        return np.array([(a, b) for a in range(k) for b in range(a + 1, k)])
+        return ovo_pairs(k)
 
     def _check_X(self, X, name="X"):
         X = check_array(X, name, allow_sparse=True)
@@ -680,7 +681,7 @@ class PmSVM(ClassifierMixin, BaseEstimator):
                                  self.intercept_, 1.0 / self.x_max_, self.coef_.shape[2], out)
         if out.shape[1] == 1:
             return out[:, 0]
-        return out if self.multi_class == "ovr" else self._ovo_votes(out)
+        return out if self.multi_class == "ovr" else ovo_votes(out, self._pairs(), len(self.classes_))
 
     def predict(self, X):
         """Predicted labels (n,) with the dtype of ``classes_``; errors as :meth:`decision_function`."""
@@ -688,20 +689,6 @@ class PmSVM(ClassifierMixin, BaseEstimator):
         if f.ndim == 1:
             return self.classes_[(f > 0).astype(np.int64)]
         return self.classes_[np.argmax(f, axis=1)]
-
-    def _ovo_votes(self, F):
-        # votes plus a tie-break by the summed confidences squashed into (-1/3, 1/3), as LIBSVM/sklearn
-        k = len(self.classes_)
-        pairs = self._pairs()
-        votes = np.zeros((F.shape[0], k))
-        conf = np.zeros((F.shape[0], k))
-        for m, (a, b) in enumerate(pairs):
-            win_b = F[:, m] > 0
-            votes[:, b] += win_b
-            votes[:, a] += ~win_b
-            conf[:, b] += F[:, m]
-            conf[:, a] -= F[:, m]
-        return votes + conf / (3.0 * (np.abs(conf) + 1.0))
 
     def _check_state(self):
         super()._check_state()

@@ -13,6 +13,7 @@ from ._validation import (check_array, check_choice, check_fitted, check_labels,
                           check_sample_weight, check_scalar)
 from .base import BaseEstimator, ClassifierMixin
 from .kernels import KernelSpec, kernel_block, resolve_kernel
+from .multiclass import ovo_pairs, ovo_votes
 from .qmatrix import KernelQ, PrecomputedQ
 from .smo import solve
 
@@ -69,21 +70,25 @@ class _KernelSVM(BaseEstimator):
                      cache_size=self.cache_size, shrinking=bool(self.shrinking), max_iter=self.max_iter, callback=self.callback,
                      verbose=self.verbose)
 
-    def _store(self, X, spec, res, coef, support):
+    def _store(self, X, spec, results, coef, intercept):
+        """Keep the rows with a nonzero coefficient in any of the binary models: coef (n_models, n),
+        intercept (n_models,), results: one solver result per model."""
+        support = np.flatnonzero(np.any(coef != 0, axis=0))
         self.support_ = support.astype(np.int64)
         if spec.kind == "precomputed":
             self.support_vectors_ = np.empty((0, 0))
         else:
             sv = X[support]
             self.support_vectors_ = sv.toarray() if sp.issparse(sv) else sv
-        self.dual_coef_ = coef[support][None, :]
+        self.dual_coef_ = coef[:, support]
+        self.intercept_ = np.asarray(intercept, dtype=np.float64)
         self.gamma_ = float(spec.gamma)
         self.n_features_in_ = int(X.shape[1])
-        self.n_iter_ = int(res.n_iter)
-        self.objective_ = float(res.objective)
-        self.kkt_violation_ = float(res.kkt_violation)
-        self.fit_seconds_ = float(res.seconds)
-        self.cache_hit_rate_ = float(res.cache_hit_rate)
+        self.n_iter_ = int(sum(r.n_iter for r in results))
+        self.objective_ = float(sum(r.objective for r in results))
+        self.kkt_violation_ = float(max(r.kkt_violation for r in results))
+        self.fit_seconds_ = float(sum(r.seconds for r in results))
+        self.cache_hit_rate_ = float(np.mean([r.cache_hit_rate for r in results]))
 
     @property
     def _spec(self):
@@ -91,33 +96,40 @@ class _KernelSVM(BaseEstimator):
             return KernelSpec(self.kernel)
         return KernelSpec(self.kernel, self.gamma_, int(self.degree), float(self.coef0))
 
+    def _pairwise_decision(self, X):
+        """f_m(x) = sum_i dual_coef_[m, i] K(sv_i, x) + intercept_[m] of every binary model: (n, n_models)."""
+        check_fitted(self, "dual_coef_")
+        X = check_array(X, "X", allow_sparse=self.kernel != "precomputed")
+        check_n_features(X, self.n_features_in_)
+        coef = self.dual_coef_.T
+        if self.kernel == "precomputed":
+            return X[:, self.support_] @ coef + self.intercept_
+        spec = self._spec
+        out = np.empty((X.shape[0], coef.shape[1]))
+        for s in range(0, X.shape[0], _DECISION_CHUNK):  # one kernel block serves all the binary models
+            out[s:s + _DECISION_CHUNK] = kernel_block(X[s:s + _DECISION_CHUNK], self.support_vectors_, spec) @ coef
+        return out + self.intercept_
+
     def decision_function(self, X):
         """Decision values f(x) = sum_i dual_coef_i K(sv_i, x) + intercept_, shape (n,) float64.
 
         X: (n, n_features_in_) array or CSR matrix; for kernel="precomputed", (n, n_train) kernel
-        values against the training samples. Raises ValueError if not fitted, for a wrong number of
-        features, NaN or inf.
+        values against the training samples. Raises :class:`svmcore.NotFittedError` before fit and
+        ValueError for a wrong number of features, NaN or inf.
         """
-        check_fitted(self, "dual_coef_")
-        X = check_array(X, "X", allow_sparse=self.kernel != "precomputed")
-        coef = self.dual_coef_[0]
-        if self.kernel == "precomputed":
-            check_n_features(X, self.n_features_in_)
-            return X[:, self.support_] @ coef + self.intercept_[0]
-        check_n_features(X, self.n_features_in_)
-        spec = self._spec
-        out = np.empty(X.shape[0])
-        for s in range(0, X.shape[0], _DECISION_CHUNK):
-            out[s:s + _DECISION_CHUNK] = kernel_block(X[s:s + _DECISION_CHUNK], self.support_vectors_, spec) @ coef
-        return out + self.intercept_[0]
+        return self._pairwise_decision(X)[:, 0]
+
+    def _n_models(self):
+        return 1
 
     def _check_state(self):
         super()._check_state()
         if self.support_.ndim != 1 or self.support_.dtype.kind not in "iu":
             raise ValueError(f"support_ must be a 1-D integer array, got {self.support_.dtype} {self.support_.shape}")
-        n_sv = self.support_.shape[0]
-        if self.dual_coef_.shape != (1, n_sv) or self.intercept_.shape != (1,):
-            raise ValueError("dual_coef_/intercept_ shapes do not match support_")
+        n_sv, m = self.support_.shape[0], self._n_models()
+        if self.dual_coef_.shape != (m, n_sv) or self.intercept_.shape != (m,):
+            raise ValueError(f"dual_coef_ {self.dual_coef_.shape} / intercept_ {self.intercept_.shape} do not match "
+                             f"support_ ({n_sv},) and {m} model(s)")
         if self.kernel in ("poly", "rbf") and not self.gamma_ > 0:
             raise ValueError(f"gamma_ must be > 0 for the {self.kernel} kernel, got {self.gamma_}")
         if self.kernel == "precomputed" and n_sv and (self.support_.min() < 0 or
@@ -133,16 +145,20 @@ class SVC(ClassifierMixin, _KernelSVM):
     """Kernel C-support vector classifier trained by working-set decomposition.
 
     Dual (Osuna et al. 1997, Eq. 3; LIBSVM's form): min_a 1/2 a'Qa - 1'a, y'a = 0, 0 <= a_i <= C w_i,
-    Q_ij = y_i y_j K(x_i, x_j), solved by :func:`svmcore.smo.solve`.
+    Q_ij = y_i y_j K(x_i, x_j), solved by :func:`svmcore.smo.solve`. More than two classes: one binary
+    problem per pair of classes and LIBSVM's voting (one-vs-one, Hsu and Lin 2002).
 
     Parameters: C > 0; kernel "linear" | "poly" | "rbf" | "precomputed"; degree (poly); gamma "scale" |
     "auto" | float > 0 (as in scikit-learn); coef0; tol (KKT violation, LIBSVM's eps); cache_size in MB
     for kernel columns; working_set_size q >= 2 (None: 64); shrinking; max_iter (iterations, None:
     until converged); verbose; callback(info dict) about every 1000 iterations (progress bars).
 
-    Learned: classes_ (2,), support_ (n_SV,) int64, support_vectors_ (n_SV, d) float64, dual_coef_
-    (1, n_SV) = alpha_i y_i with y = +1 for classes_[1], intercept_ (1,), objective_ (1/2 a'Qa - 1'a at
-    the solution), kkt_violation_, n_iter_, gamma_, fit_seconds_; cache_hit_rate_ (after fit only, not saved).
+    Learned: classes_ (k,), support_ (n_SV,) int64 (training rows that are a support vector of any pair),
+    support_vectors_ (n_SV, d) float64, dual_coef_ (m, n_SV) = alpha_i y_i of each of the m = k(k-1)/2
+    binary models (1 for two classes; pairs (a, b), a < b, in :func:`svmcore.multiclass.ovo_pairs` order, y =
+    +1 for classes_[b], 0 where a row is not in that model), intercept_ (m,), objective_ (1/2 a'Qa - 1'a at
+    the solution, summed over the models), kkt_violation_ (the largest), n_iter_ (summed), gamma_,
+    fit_seconds_; cache_hit_rate_ (after fit only, not saved).
     Raises TypeError/ValueError for bad input: NaN/inf, wrong shapes, empty X, a single class, C <= 0,
     unknown kernel; :class:`svmcore.NotFittedError` (a ValueError) before fit.
     Working-set selection and the SMO step: Fan, Chen, Lin, JMLR 2005 (LIBSVM).
@@ -162,35 +178,57 @@ class SVC(ClassifierMixin, _KernelSVM):
         """Train and return self.
 
         X: (n, d) float array or CSR matrix, or the (n, n) kernel matrix for kernel="precomputed"; y: (n,)
-        with exactly 2 distinct labels (numbers or strings); sample_weight: (n,) >= 0, None for ones; row
+        with at least 2 distinct labels (numbers or strings); sample_weight: (n,) >= 0, None for ones; row
         i gets the box constraint C * sample_weight[i]. Raises ValueError for NaN/inf, wrong shapes, a
-        single class (also among the rows of positive weight) and bad hyperparameters; TypeError for
-        non-numeric input.
+        single class (also among the rows of positive weight of a pair of classes) and bad hyperparameters;
+        TypeError for non-numeric input.
         """
         self._check_params()
         X, spec = self._prepare(X)
-        classes, yi = check_labels(y, X.shape[0], max_classes=2)
+        classes, yi = check_labels(y, X.shape[0])
         w = check_sample_weight(sample_weight, X.shape[0])
-        if np.unique(yi[w > 0]).size < 2:
-            raise ValueError("sample_weight: all rows of positive weight belong to one class")
-        ys = np.where(yi == 1, 1.0, -1.0)
-        n = X.shape[0]
-        res = self._run(self._make_q(X, spec, ys), -np.ones(n), ys, self.C * w, np.zeros(n))
-        support = np.flatnonzero(res.alpha > 0)
+        pairs = ovo_pairs(len(classes))
+        coef, intercept, results = np.zeros((len(pairs), X.shape[0])), [], []
+        for m, (a, b) in enumerate(pairs):
+            rows = np.flatnonzero((yi == a) | (yi == b))
+            if np.unique(yi[rows][w[rows] > 0]).size < 2:
+                raise ValueError(f"sample_weight: all rows of positive weight of classes {classes[a]!r} and "
+                                 f"{classes[b]!r} belong to one class")
+            Xm = X if len(rows) == X.shape[0] else (X[np.ix_(rows, rows)] if spec.kind == "precomputed" else X[rows])
+            ys = np.where(yi[rows] == b, 1.0, -1.0)
+            res = self._run(self._make_q(Xm, spec, ys), -np.ones(len(rows)), ys, self.C * w[rows],
+                            np.zeros(len(rows)))
+            coef[m, rows] = res.alpha * ys
+            intercept.append(-res.rho)
+            results.append(res)
         self.classes_ = classes
-        self.intercept_ = np.array([-res.rho])
-        self._store(X, spec, res, res.alpha * ys, support)
+        self._store(X, spec, results, coef, intercept)
         return self
 
+    def decision_function(self, X):
+        """Decision values: (n,) float64 for two classes, f(x) = sum_i dual_coef_i K(sv_i, x) + intercept_
+        (> 0 means classes_[1]); (n, k) for k > 2 classes, the one-vs-one votes plus a tie-break in
+        (-1/3, 1/3) (scikit-learn's "ovr" shape). X as in fit ((n, n_train) kernel values for
+        kernel="precomputed"). Raises :class:`svmcore.NotFittedError` before fit and ValueError for a wrong
+        number of features, NaN or inf.
+        """
+        F = self._pairwise_decision(X)
+        return F[:, 0] if F.shape[1] == 1 else ovo_votes(F, ovo_pairs(len(self.classes_)), len(self.classes_))
+
     def predict(self, X):
-        """Class labels (n,) from classes_: classes_[1] where decision_function(X) > 0."""
+        """Class labels (n,) from classes_: for two classes classes_[1] where decision_function(X) > 0, else
+        the class with the most one-vs-one votes."""
         f = self.decision_function(X)
-        return self.classes_[(f > 0).astype(int)]
+        return self.classes_[(f > 0).astype(int) if f.ndim == 1 else np.argmax(f, axis=1)]
+
+    def _n_models(self):
+        k = self.classes_.shape[0] if self.classes_.ndim == 1 else 0
+        return k * (k - 1) // 2
 
     def _check_state(self):
+        if self.classes_.ndim != 1 or self.classes_.shape[0] < 2:
+            raise ValueError(f"classes_ must hold at least 2 labels, got shape {self.classes_.shape}")
         super()._check_state()
-        if self.classes_.shape != (2,):
-            raise ValueError(f"classes_ must hold 2 labels, got shape {self.classes_.shape}")
 
 
 @persistence.register
@@ -223,9 +261,7 @@ class OneClassSVM(_KernelSVM):
         w = check_sample_weight(sample_weight, n)
         alpha0 = initial_one_class_alpha(self.nu * w.sum(), w)
         res = self._run(self._make_q(X, spec, None), np.zeros(n), np.ones(n), w, alpha0)
-        support = np.flatnonzero(res.alpha > 0)
-        self.intercept_ = np.array([-res.rho])
-        self._store(X, spec, res, res.alpha, support)
+        self._store(X, spec, [res], res.alpha[None, :], [-res.rho])
         return self
 
     @property
