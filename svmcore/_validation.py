@@ -30,28 +30,37 @@ def check_array(X, name="X", *, ndim=2, allow_sparse=False, dtype=np.float64, mi
         if X is None:
             raise TypeError(f"{name}: expected an array, got None")
         X = np.asarray(X)
-        if X.dtype == object or not (np.issubdtype(X.dtype, np.number) or X.dtype == bool):
-            raise TypeError(f"{name}: expected real numbers, got dtype {X.dtype}")
+        if X.dtype == object:  # e.g. from pandas: numbers stored as objects convert, anything else does not
+            try:
+                X = X.astype(np.float64)
+            except (TypeError, ValueError) as exc:
+                raise TypeError(f"{name}: expected real numbers, got dtype object ({exc})") from None
         if np.issubdtype(X.dtype, np.complexfloating):
-            raise TypeError(f"{name}: complex values are not supported")
+            raise ValueError(f"{name}: Complex data not supported")
+        if not (np.issubdtype(X.dtype, np.number) or X.dtype == bool):
+            raise TypeError(f"{name}: expected real numbers, got dtype {X.dtype}")
         if X.ndim != ndim:
-            raise ValueError(f"{name}: expected a {ndim}-D array, got shape {X.shape}")
+            hint = ("; Reshape your data: X.reshape(-1, 1) for a single feature, X.reshape(1, -1) for a single "
+                    "sample") if ndim == 2 and X.ndim == 1 else ""
+            raise ValueError(f"{name}: expected a {ndim}-D array, got shape {X.shape}{hint}")
         X = np.ascontiguousarray(X, dtype=dtype)
         data = X
         shape = X.shape
     if shape[0] < min_rows:
-        raise ValueError(f"{name}: expected at least {min_rows} sample(s), got shape {shape}")
-    if ndim == 2 and shape[1] == 0:
-        raise ValueError(f"{name}: has no features (shape {shape})")
+        raise ValueError(f"{name}: expected at least {min_rows} sample(s), got {shape[0]} sample"
+                         f"{'' if shape[0] == 1 else 's'} (shape {shape})")
+    if ndim == 2 and shape[1] == 0:  # scikit-learn's wording
+        raise ValueError(f"{name}: 0 feature(s) (shape=({shape[0]}, 0)) while a minimum of 1 is required.")
     if not np.isfinite(data).all():
         raise ValueError(f"{name}: contains NaN or infinity")
     return X
 
 
-def check_n_features(X, n_features, name="X"):
-    """Raise ValueError unless ``X`` has ``n_features`` columns (the number seen in fit)."""
+def check_n_features(X, n_features, name="X", owner=None):
+    """Raise ValueError unless ``X`` has ``n_features`` columns (the number seen in fit by ``owner``)."""
     if X.shape[1] != n_features:
-        raise ValueError(f"{name}: has {X.shape[1]} features, but the model was fitted with {n_features}")
+        who = type(owner).__name__ if owner is not None else "the model"
+        raise ValueError(f"{name} has {X.shape[1]} features, but {who} is expecting {n_features} features as input")
 
 
 def check_labels(y, n_samples, *, name="y", min_classes=2, max_classes=None):
@@ -60,6 +69,8 @@ def check_labels(y, n_samples, *, name="y", min_classes=2, max_classes=None):
     Raises ValueError for a wrong length, NaN labels, fewer than ``min_classes`` distinct labels
     (for example a single class), or more than ``max_classes``.
     """
+    if y is None:
+        raise ValueError(f"{name}: this estimator requires y to be passed, but the target y is None")
     y = np.asarray(y)
     if y.ndim != 1:
         if y.ndim == 2 and y.shape[1] == 1:
@@ -70,13 +81,16 @@ def check_labels(y, n_samples, *, name="y", min_classes=2, max_classes=None):
         raise ValueError(f"{name}: has {y.shape[0]} labels for {n_samples} samples")
     if y.dtype.kind == "f" and not np.isfinite(y).all():
         raise ValueError(f"{name}: contains NaN or infinity")
+    if y.dtype.kind == "f" and not np.array_equal(y, np.rint(y)):  # a regression target, not classes
+        raise ValueError(f"{name}: Unknown label type: continuous (non-integer float labels); pass class labels")
     if y.dtype == object:  # pandas / CSV string columns arrive as object arrays of str
         if not all(isinstance(v, str) for v in y):
-            raise TypeError(f"{name}: labels must be numbers or strings, got dtype object")
+            raise ValueError(f"{name}: Unknown label type: labels must be numbers or strings, got objects")
         y = y.astype(str)
     classes, y_index = np.unique(y, return_inverse=True)
     if classes.size < min_classes:
-        raise ValueError(f"{name}: needs at least {min_classes} classes, got {classes.size} ({classes.tolist()})")
+        raise ValueError(f"{name}: needs at least {min_classes} classes, got {classes.size} class"
+                         f"{'es' if classes.size != 1 else ''} ({classes.tolist()})")
     if max_classes is not None and classes.size > max_classes:
         raise ValueError(f"{name}: expected at most {max_classes} classes, got {classes.size}")
     return classes, y_index.astype(np.int64)

@@ -24,6 +24,7 @@ class BaseEstimator:
     _estimator_type: str | None = None
     _sparse_input = True  # whether fit accepts scipy.sparse X (scikit-learn's input tag)
     _pairwise_input = False  # X is a kernel matrix: model selection must slice its rows and columns
+    _positive_input = False  # X must be >= 0
 
     def __sklearn_tags__(self):
         # called only by scikit-learn (>= 1.6), so importing it here adds no runtime dependency
@@ -32,7 +33,8 @@ class BaseEstimator:
         classifier = self._estimator_type == "classifier"
         return Tags(estimator_type=self._estimator_type, target_tags=TargetTags(required=classifier),
                     classifier_tags=ClassifierTags() if classifier else None,
-                    input_tags=InputTags(sparse=self._sparse_input, pairwise=self._pairwise_input))
+                    input_tags=InputTags(sparse=self._sparse_input, pairwise=self._pairwise_input,
+                                         positive_only=self._positive_input))
 
     @classmethod
     def _param_names(cls):

@@ -67,8 +67,8 @@ def check_nonnegative(X, name="X"):
     """Raise ValueError unless every entry of ``X`` (array or CSR matrix) is >= 0."""
     data = X.data if sp.issparse(X) else X
     if data.size and data.min() < 0:
-        raise ValueError(f"{name}: additive power mean kernels need features >= 0; "
-                         f"found a negative value {data.min():g}")
+        raise ValueError(f"{name}: Negative values in data passed to an additive (power mean) kernel: features "
+                         f"must be >= 0, found {data.min():g}")
 
 
 def power_mean(a, c, p):
@@ -541,6 +541,12 @@ class PmSVM(ClassifierMixin, BaseEstimator):
 
     _state_arrays = ("coef_", "intercept_", "classes_", "n_iter_")
     _state_meta = ("x_max_",)
+    _positive_input = True
+
+    @property
+    def n_features_in_(self):
+        """Number of features seen in fit (from ``coef_``)."""
+        return self.coef_.shape[1]
 
     def __init__(self, C=1.0, p=-1.0, n_anchors=3, lut_bins=1000, tol=0.1, max_iter=100, random_state=None,
                  solver="dcd", multi_class="ovr", loss="hinge"):
@@ -671,7 +677,7 @@ class PmSVM(ClassifierMixin, BaseEstimator):
         """
         check_fitted(self, "coef_")
         X = self._check_X(X)
-        check_n_features(X, self.coef_.shape[1])
+        check_n_features(X, self.coef_.shape[1], owner=self)
         if self.lut_bins is not None:
             out = lut_decision(X, self.table_, self.x_max_, self.intercept_)
         else:

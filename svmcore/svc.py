@@ -100,7 +100,7 @@ class _KernelSVM(BaseEstimator):
         """f_m(x) = sum_i dual_coef_[m, i] K(sv_i, x) + intercept_[m] of every binary model: (n, n_models)."""
         check_fitted(self, "dual_coef_")
         X = check_array(X, "X", allow_sparse=self.kernel != "precomputed")
-        check_n_features(X, self.n_features_in_)
+        check_n_features(X, self.n_features_in_, owner=self)
         coef = self.dual_coef_.T
         if self.kernel == "precomputed":
             return X[:, self.support_] @ coef + self.intercept_

@@ -41,7 +41,7 @@ def _check_fit_input(X, X_star, y):
 def _check_predict_input(est, X, attribute):
     check_fitted(est, attribute)
     X = check_array(X, "X", allow_sparse=True)
-    check_n_features(X, est.n_features_in_)
+    check_n_features(X, est.n_features_in_, owner=est)
     return X
 
 

@@ -229,11 +229,12 @@ class TopKSVM(ClassifierMixin, BaseEstimator):
         return self
 
     # --- prediction ------------------------------------------------------------------------------------------
-    def decision_function(self, X):
-        """Class scores W' x, (n, m) float64; X as in fit ((n_test, n_train) kernel for "precomputed")."""
+    def class_scores(self, X):
+        """Class scores W' x, (n, m) float64; X as in fit ((n_test, n_train) kernel for "precomputed").
+        Raises :class:`svmcore.NotFittedError` before fit and ValueError for a wrong number of features."""
         check_fitted(self, "classes_")
         X = self._check_X(X)
-        check_n_features(X, self.n_features_in_)
+        check_n_features(X, self.n_features_in_, owner=self)
         if self.kernel == "linear":
             return np.asarray(X @ self.coef_.T)
         if self.kernel == "precomputed":
@@ -241,17 +242,22 @@ class TopKSVM(ClassifierMixin, BaseEstimator):
         spec = resolve_kernel("rbf", X, self.gamma_, 3, 0.0)
         return kernel_block(X, self.support_vectors_, spec) @ self.dual_coef_
 
+    def decision_function(self, X):
+        """:meth:`class_scores` (n, m); for two classes, scikit-learn's (n,) form: score of classes_[1] minus
+        score of classes_[0] (> 0 means classes_[1])."""
+        scores = self.class_scores(X)
+        return scores[:, 1] - scores[:, 0] if scores.shape[1] == 2 else scores
+
     def predict(self, X):
         """Top-1 class label per row, (n,) with the dtype of ``classes_``."""
-        scores = self.decision_function(X)
+        scores = self.class_scores(X)  # first: it raises NotFittedError before classes_ is read
         return self.classes_[np.argmax(scores, axis=1)]
 
     def predict_top_k(self, X, k):
         """The k highest-scoring labels per row, best first: (n, k). Raises ValueError unless 1 <= k <= m."""
         check_fitted(self, "classes_")
         check_scalar(k, "k", lo=1, hi=self.classes_.size, integer=True)
-        scores = self.decision_function(X)
-        top = np.argsort(-scores, axis=1, kind="stable")[:, :k]
+        top = np.argsort(-self.class_scores(X), axis=1, kind="stable")[:, :k]
         return self.classes_[top]
 
     # --- persistence -----------------------------------------------------------------------------------------

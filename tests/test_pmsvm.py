@@ -260,9 +260,9 @@ def test_bad_input(pendigits):
     neg[3, 4] = -0.1
     nan = X.copy()
     nan[0, 0] = np.nan
-    with pytest.raises(ValueError, match="features >= 0"):
+    with pytest.raises(ValueError, match="must be >= 0"):
         PmSVM().fit(neg, y)
-    with pytest.raises(ValueError, match="features >= 0"):
+    with pytest.raises(ValueError, match="must be >= 0"):
         PmSVM().fit(sp.csr_matrix(neg), y)
     with pytest.raises(ValueError, match="NaN"):
         PmSVM().fit(nan, y)
@@ -274,7 +274,7 @@ def test_bad_input(pendigits):
         PmSVM(p=float("nan")).fit(X, y)
     with pytest.raises(TypeError, match="p"):
         PmSVM(p="chi2").fit(X, y)
-    with pytest.raises(ValueError, match="features >= 0"):
+    with pytest.raises(ValueError, match="must be >= 0"):
         power_mean_kernel(neg)
     for bad in (dict(n_anchors=1), dict(n_anchors=11), dict(lut_bins=1), dict(C=0), dict(tol=-1),
                 dict(solver="newton"), dict(multi_class="crammer"), dict(loss="log"), dict(max_iter=0)):
@@ -287,7 +287,7 @@ def test_bad_input(pendigits):
     with pytest.raises(ValueError, match="not fitted"):
         PmSVM().predict(X)
     m = PmSVM().fit(X, y)
-    with pytest.raises(ValueError, match="features >= 0"):
+    with pytest.raises(ValueError, match="must be >= 0"):
         m.predict(neg)
     with pytest.raises(ValueError, match="features"):
         m.predict(X[:, :5])

@@ -262,7 +262,7 @@ def test_bad_input(cls):
     with pytest.raises(ValueError, match="not fitted"):
         cls().predict(X)
     est = cls().fit(X, X_star, y)
-    with pytest.raises(ValueError, match="X: has 4 features, but the model was fitted with 6"):
+    with pytest.raises(ValueError, match="X has 4 features, but .* is expecting 6 features"):
         est.predict(X[:, :4])
 
 
