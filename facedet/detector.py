@@ -94,6 +94,9 @@ class Detector:
         if not hasattr(classifier, "decision_function") or not (hasattr(classifier, "dual_coef_")
                                                                 or hasattr(classifier, "coef_")):
             raise ValueError("classifier: expected a fitted SVC or PmSVM")
+        if len(getattr(classifier, "classes_", ())) != 2:
+            raise ValueError("classifier: a face detector needs a two-class (non-face, face) classifier, got classes "
+                             f"{list(getattr(classifier, 'classes_', []))}")
         self._features = get_features(features)
         self.features = features
         self._scorer = make_scorer(classifier)

@@ -33,7 +33,7 @@ def check_array(X, name="X", *, ndim=2, allow_sparse=False, dtype=np.float64, mi
         if X.dtype == object:  # e.g. from pandas: numbers stored as objects convert, anything else does not
             try:
                 X = X.astype(np.float64)
-            except (TypeError, ValueError) as exc:
+            except (TypeError, ValueError, OverflowError) as exc:
                 raise TypeError(f"{name}: expected real numbers, got dtype object ({exc})") from None
         if np.issubdtype(X.dtype, np.complexfloating):
             raise ValueError(f"{name}: Complex data not supported")

@@ -187,13 +187,13 @@ class SVC(ClassifierMixin, _KernelSVM):
         X, spec = self._prepare(X)
         classes, yi = check_labels(y, X.shape[0])
         w = check_sample_weight(sample_weight, X.shape[0])
+        weightless = [c for c in range(len(classes)) if not (w[yi == c] > 0).any()]
+        if weightless:  # checked before any pair is trained
+            raise ValueError(f"sample_weight: classes {classes[weightless].tolist()} have no row of positive weight")
         pairs = ovo_pairs(len(classes))
         coef, intercept, results = np.zeros((len(pairs), X.shape[0])), [], []
         for m, (a, b) in enumerate(pairs):
             rows = np.flatnonzero((yi == a) | (yi == b))
-            if np.unique(yi[rows][w[rows] > 0]).size < 2:
-                raise ValueError(f"sample_weight: all rows of positive weight of classes {classes[a]!r} and "
-                                 f"{classes[b]!r} belong to one class")
             Xm = X if len(rows) == X.shape[0] else (X[np.ix_(rows, rows)] if spec.kind == "precomputed" else X[rows])
             ys = np.where(yi[rows] == b, 1.0, -1.0)
             res = self._run(self._make_q(Xm, spec, ys), -np.ones(len(rows)), ys, self.C * w[rows],

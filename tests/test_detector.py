@@ -243,6 +243,15 @@ def test_models_without_features_field_load_as_osuna(small, tmp_path):
     assert det.features == "osuna"
 
 
+def test_detector_refuses_a_multiclass_svc(small):
+    import svmcore
+
+    X = small[1][:300]
+    multi = svmcore.SVC(kernel="poly", degree=2, coef0=1.0).fit(X, np.arange(300) % 3)
+    with pytest.raises(ValueError, match="two-class"):
+        Detector(multi)
+
+
 def test_classifier_and_features_must_match(small, small_pmsvm):
     with pytest.raises(ValueError, match="283 features"):
         Detector(small[0].classifier, features="hog")

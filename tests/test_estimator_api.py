@@ -74,7 +74,7 @@ def test_string_labels_from_object_arrays(patches):
 
 def test_weights_on_one_class_only_are_refused(patches):
     X, y = patches
-    with pytest.raises(ValueError, match="one class"):
+    with pytest.raises(ValueError, match="no row of positive weight"):
         svmcore.SVC().fit(X, y, sample_weight=(y == 1).astype(float))
 
 
