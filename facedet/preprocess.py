@@ -81,13 +81,14 @@ def check_windows(windows, name="windows", dtype=np.float64):
 def check_levels(w, name="windows"):
     """ValueError unless ``w`` holds grey levels for equalization: |values| <= 65535 (16-bit), and floats
     not all within [0, 1] (such pixels would round to one level)."""
-    if w.dtype.kind in "fiu" and w.size:
-        top = np.abs(w).max()
-        if top > MAX_LEVEL:
-            raise ValueError(f"{name}: values must be grey levels (0..255, at most {MAX_LEVEL}), got up to {top:.3g}")
-        if w.dtype.kind == "f" and 0 < top <= 1.0:
-            raise ValueError(f"{name}: pixels look scaled to [0, 1]; equalization works on grey levels, so pass "
-                             "them as 0..255 (e.g. windows * 255)")
+    if w.dtype.kind in "biu" and w.dtype.itemsize <= 2 or not w.size:
+        return  # 8- and 16-bit integers are grey levels by construction (the scan's hot path is uint8)
+    top = np.abs(w).max()
+    if top > MAX_LEVEL:
+        raise ValueError(f"{name}: values must be grey levels (0..255, at most {MAX_LEVEL}), got up to {top:.3g}")
+    if w.dtype.kind == "f" and 0 < top <= 1.0:
+        raise ValueError(f"{name}: pixels look scaled to [0, 1]; equalization works on grey levels, so pass "
+                         "them as 0..255 (e.g. windows * 255)")
 
 
 def apply_mask(windows, mask=True):

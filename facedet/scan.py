@@ -128,9 +128,9 @@ def _grid(level, stride, prefilter, Wk):
         return _grid_band(level, stride, prefilter, Wk)
     # bands of window rows starting on the stride grid, each with the WINDOW - 1 rows its last windows need
     rows = max(stride, _BAND_PIXELS // w // stride * stride)
-    parts = [_grid_band(level[r0:r0 + rows + WINDOW - 1], stride, prefilter, Wk)
-             for r0 in range(0, h - WINDOW + 1, rows)]
-    return (np.concatenate([ys + r0 for r0, (ys, _) in zip(range(0, h - WINDOW + 1, rows), parts)]),
+    starts = range(0, h - WINDOW + 1, rows)
+    parts = [_grid_band(level[r0:r0 + rows + WINDOW - 1], stride, prefilter, Wk) for r0 in starts]
+    return (np.concatenate([ys + r0 for r0, (ys, _) in zip(starts, parts)]),
             np.concatenate([xs for _, xs in parts]))
 
 
