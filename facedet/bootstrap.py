@@ -16,7 +16,7 @@ from svmcore._validation import check_scalar
 from .detector import Detector, as_grey
 from .features import get_features
 from .merge import merge_detections
-from .patches import augment, sample_windows
+from .patches import augment, check_both_classes, sample_windows
 from .preprocess import WINDOW
 from .scan import scan
 from .scoring import Prefilter
@@ -55,9 +55,7 @@ def training_set(X, y, augmentation=None, features="osuna"):
     X, y = np.asarray(X), np.asarray(y)
     if X.ndim != 3 or y.ndim != 1 or len(X) != len(y) or not np.isin(y, (0, 1)).all():
         raise ValueError(f"expected windows (n, 19, 19) and labels (n,) in {{0, 1}}, got {X.shape}, {y.shape}")
-    n_faces = int(y.sum())
-    if n_faces == 0 or n_faces == len(y):
-        raise ValueError(f"training needs faces and non-faces: got {n_faces} faces, {len(y) - n_faces} non-faces")
+    check_both_classes(y)
     faces = augment(X[y == 1], **{"mirror": True, "shifts": 0, **(augmentation or {})})
     nonfaces = X[y == 0]
     F = get_features(features)(np.concatenate([faces, nonfaces]))

@@ -8,8 +8,9 @@ lookup table in O(d) per window.
 
 ``Detector.detect(image)`` -> (k, 5) float64 boxes [x, y, w, h, score] in original-image pixels, following the
 dlib annotations' convention (a square from the eyebrows to the chin). The box is larger than the scanned
-window, so near the image border it may extend past it (negative x, y; clip before cropping). Models are saved as one ``.npz``
-archive with a JSON header (format ``facedet-detector``; never pickle; written atomically).
+window, so near the image border it may extend past it (negative x, y; clip before cropping). Models are
+saved as one ``.npz`` archive with a JSON header (format ``facedet-detector``; never pickle; written
+atomically).
 """
 from __future__ import annotations
 

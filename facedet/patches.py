@@ -130,7 +130,7 @@ def load_patches(faces=None, nonfaces=None, *, data=None, split="train", errors=
             faces, nonfaces = find_class_folders(data, split)
         else:
             X, y = load_npz(data, split)
-            _check_both_classes(y, data)
+            check_both_classes(y, data)
             return X, y
     if faces is None or nonfaces is None:
         raise ValueError("give both a face folder and a non-face folder, or an .npz file")
@@ -140,8 +140,9 @@ def load_patches(faces=None, nonfaces=None, *, data=None, split="train", errors=
     return np.concatenate([F, N]), np.r_[np.ones(len(F), np.int64), np.zeros(len(N), np.int64)]
 
 
-def _check_both_classes(y, source):
-    n_faces = int(y.sum())
+def check_both_classes(y, source="training set"):
+    """ValueError unless labels y (n,) in {0, 1} hold both faces (1) and non-faces (0); ``source`` names them."""
+    n_faces = int(np.sum(y))
     if n_faces == 0 or n_faces == len(y):
         raise ValueError(f"{source}: {n_faces} faces and {len(y) - n_faces} non-faces; training needs both")
 

@@ -223,12 +223,12 @@ def preprocess(windows, *, mask=True, plane=True, equalize_hist=True):
     grey levels, or (with equalization) float windows that all lie in [0, 1], which would round to one
     level.
     """
+    w = check_windows(windows, dtype=None)  # once: the scan calls this for every batch of windows
     if equalize_hist:
-        check_levels(check_windows(windows, dtype=None))
+        check_levels(w)
     if mask and plane and equalize_hist:
         # one numba pass; only with the mask: on the full 19x19 grid the plane is a rational function of the
         # grey levels and residuals can fall exactly on .5, where rint would depend on the summation order
-        w = check_windows(windows, dtype=None)
         if w.dtype not in (np.uint8, np.float64):
             w = w.astype(np.float64)
         out = np.empty((len(w), N_MASKED))
@@ -236,7 +236,7 @@ def preprocess(windows, *, mask=True, plane=True, equalize_hist=True):
             _plane_equalize(np.ascontiguousarray(w).reshape(len(w), WINDOW * WINDOW), _IDX_MASKED,
                             _D_MASKED, _PINV_MASKED, out)
         return out
-    x = apply_mask(windows, mask)
+    x = apply_mask(w, mask)
     if plane:
         x = subtract_plane(x, mask)
     if equalize_hist:

@@ -39,6 +39,15 @@ def evaluate_scenes(det, ann, images):
     return out
 
 
+def log_round(info):
+    """bootstrap callback: one line per round (support vectors only for a classifier that has them)."""
+    if info.get("event") == "round":
+        r = info["round"]
+        svs = f"{r.n_support} SVs, " if r.n_support else ""
+        print(f"  round {r.round}: {r.n_nonfaces} non-faces, {svs}{r.fp_windows} FP windows / {r.fp_detections} "
+              f"FP detections on negatives, {r.scores}", flush=True)
+
+
 def report(det, ops, table, evaluate):
     """Print the operating points considered (``choose_threshold`` rows), the one chosen, the per-round
     bootstrapping table ((name, facedet.bootstrap.Round) pairs) and the final figures of ``det``."""

@@ -29,7 +29,8 @@ from facedet.detector import Detector
 from facedet.features import window_features
 from facedet.patches import augment
 
-from _training_data import evaluate_scenes, lfw_faces, load_training_data, report  # scripts/ is on sys.path when run
+# scripts/ is on sys.path when run
+from _training_data import evaluate_scenes, lfw_faces, load_training_data, log_round, report
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data"
@@ -71,19 +72,13 @@ def main():
               f"scale={det.box[2]:.3f}")
         return det
 
-    def log(info):
-        if info.get("event") == "round":
-            r = info["round"]
-            print(f"  round {r.round}: {r.n_nonfaces} non-faces, {r.n_support} SVs, "
-                  f"{r.fp_windows} FP windows / {r.fp_detections} FP detections on negatives, {r.scores}", flush=True)
-
     t = time.perf_counter()
     det, F, labels = train_detector(X, y, negative_images=negatives, augmentation=AUGMENTATION,
                                     svm_params=SVM_PARAMS, **SCAN)
     print(f"trained round 0 in {time.perf_counter() - t:.0f} s; prefilter stages: {len(det.prefilter.thresholds)}")
     det = calibrated(det)
     det, F, labels, table = bootstrap(det, negatives, args.rounds, features=F, labels=labels,
-                                      evaluate=evaluate, callback=log)
+                                      evaluate=evaluate, callback=log_round)
 
     # each photo face as the bootstrapped SVM sees it best (its framing is unknown: the dlib boxes run
     # eyebrows to chin, the LFW crops forehead to chin, CBCL's windows eyebrows to mouth)
@@ -96,7 +91,7 @@ def main():
     labels = np.concatenate([labels, np.ones(len(P), labels.dtype)])
     det = Detector(fit_svm(F, labels, sample_weight=weights, **FINAL_SVM_PARAMS), det.prefilter, **det.params())
     det, F, labels, more = bootstrap(det, negatives, args.rounds, features=F, labels=labels, sample_weight=weights,
-                                     evaluate=evaluate, callback=log)
+                                     evaluate=evaluate, callback=log_round)
     table = [(str(r.round), r) for r in table] + [(f"faces+{r.round}", r) for r in more]
     # operating point and box map, on training images only: the train split and the negative images
     items = [(images[n], ann["train"][n][0]) for n in ann["train"]] + [(g, np.zeros((0, 4))) for g in negatives]

@@ -27,7 +27,7 @@ import numpy as np
 from facedet.bootstrap import bootstrap, calibrate_box, choose_threshold
 from facedet.detector import train_pmsvm_detector
 
-from _training_data import evaluate_scenes, load_training_data, report  # scripts/ is on sys.path when run
+from _training_data import evaluate_scenes, load_training_data, log_round, report  # scripts/ is on sys.path when run
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data"
@@ -52,12 +52,6 @@ def main():
 
     train_items = [(images[n], ann["train"][n][0]) for n in ann["train"]]
 
-    def log(info):
-        if info.get("event") == "round":
-            r = info["round"]
-            print(f"  round {r.round}: {r.n_nonfaces} non-faces, {r.fp_windows} FP windows / {r.fp_detections} FP "
-                  f"detections on negatives, {r.scores}", flush=True)
-
     t = time.perf_counter()
     det, F, labels = train_pmsvm_detector(X, y, negative_images=negatives, augmentation=AUGMENTATION,
                                           pmsvm_params=pmsvm_params)
@@ -65,7 +59,7 @@ def main():
     print(f"trained round 0 in {time.perf_counter() - t:.0f} s; prefilter stages: {len(det.prefilter.thresholds)}; "
           f"box map {det.box}")
     det, F, labels, table = bootstrap(det, negatives, args.rounds, features=F, labels=labels, evaluate=evaluate,
-                                      callback=log)
+                                      callback=log_round)
     det = calibrate_box(det, train_items)[0]
     print(f"  epochs of the last fit: {int(det.classifier.n_iter_[0])}; box map {det.box}")
 

@@ -111,7 +111,7 @@ def test_bad_images(small):
 def test_training_helpers_refuse_bad_input_before_any_work(small, negatives):
     det, F, labels = small
     X = np.zeros((4, 19, 19), np.uint8)
-    for y, match in ((np.ones(4, int), "faces and non-faces"), (np.ones((4, 1), int), "labels")):
+    for y, match in ((np.ones(4, int), "training needs both"), (np.ones((4, 1), int), "labels")):
         with pytest.raises(ValueError, match=match):
             training_set(X, y)
     for kw, match in (({"features": F}, "without labels"), ({"labels": labels}, "without features"),
