@@ -124,6 +124,22 @@ def check_scalar(value, name, *, lo=None, hi=None, lo_open=False, hi_open=False,
     return value
 
 
+def check_random_state(random_state):
+    """Return ``random_state`` after checking it is None, an int >= 0, a numpy Generator or a RandomState
+    (TypeError / ValueError otherwise)."""
+    if not (random_state is None or isinstance(random_state, (np.random.Generator, np.random.RandomState))):
+        check_scalar(random_state, "random_state", lo=0, integer=True)
+    return random_state
+
+
+def make_rng(random_state):
+    """A numpy Generator from a :func:`check_random_state` value: None (fresh entropy), an int (the seed), a
+    Generator (itself) or a RandomState (seeded by its next draw, so that it advances as scikit-learn's do)."""
+    if isinstance(random_state, np.random.RandomState):
+        return np.random.default_rng(random_state.randint(2**31 - 1))
+    return np.random.default_rng(check_random_state(random_state))
+
+
 def check_choice(value, name, choices):
     """Return ``value`` if it is one of ``choices``; ValueError naming the allowed values otherwise."""
     if value not in choices:
@@ -139,3 +155,92 @@ def check_fitted(estimator, attribute):
     """Raise :class:`NotFittedError` if ``estimator`` has no learned ``attribute`` (has not been fitted)."""
     if not hasattr(estimator, attribute):
         raise NotFittedError(f"this {type(estimator).__name__} is not fitted yet; call fit first")
+
+
+def check_class_weight(class_weight):
+    """Return ``class_weight`` after checking it is None, "balanced" or a dict {label: weight} of finite weights
+    >= 0 (the labels are checked against the classes by :func:`class_sample_weight`).
+
+    Raises TypeError for another kind of object or a non-numeric weight, ValueError for another string or a
+    negative, NaN or infinite weight.
+    """
+    if class_weight is None or (isinstance(class_weight, str) and class_weight == "balanced"):
+        return class_weight
+    if isinstance(class_weight, str):
+        raise ValueError(f"class_weight: unknown value {class_weight!r}; expected None, 'balanced' or a dict")
+    if not isinstance(class_weight, dict):
+        raise TypeError(f"class_weight: expected None, 'balanced' or a dict {{label: weight}}, got {class_weight!r}")
+    for label, weight in class_weight.items():
+        check_scalar(weight, f"class_weight[{label!r}]", lo=0)
+    return class_weight
+
+
+def class_sample_weight(class_weight, classes, y_index):
+    """Per-row weights class_weight[classes[y_index[i]]], (n,) float64, scikit-learn's / LIBSVM's meaning.
+
+    class_weight: None (ones), "balanced" (n / (n_classes * bincount(y)), computed on all the rows given,
+    as scikit-learn's ``compute_class_weight``) or a dict {label: weight >= 0}, classes missing from it
+    weighing 1; classes: (k,) sorted labels from :func:`check_labels`; y_index: (n,) int class indices.
+    Multiplied into sample_weight, row i gets the box constraint C * class_weight[y_i] * sample_weight[i].
+    Raises ValueError naming dict labels that are not in ``classes``, and as :func:`check_class_weight`.
+    """
+    check_class_weight(class_weight)
+    y_index = np.asarray(y_index, dtype=np.int64)
+    if class_weight is None:
+        return np.ones(y_index.shape[0])
+    if isinstance(class_weight, str):  # "balanced"
+        counts = np.bincount(y_index, minlength=len(classes))
+        per_class = y_index.shape[0] / (len(classes) * np.maximum(counts, 1))  # absent classes never index it
+    else:
+        labels = classes.tolist()  # Python scalars: numpy int and str keys compare equal to them
+        per_class = np.ones(len(classes))
+        unknown = []
+        for label, weight in class_weight.items():  # a loop over classes, not samples
+            key = label.item() if isinstance(label, np.generic) else label
+            if key in labels:
+                per_class[labels.index(key)] = float(weight)
+            else:
+                unknown.append(key)
+        if unknown:
+            raise ValueError(f"class_weight: labels {unknown} are not among the classes {labels}")
+    return per_class[y_index]
+
+
+def row_weights(sample_weight, class_weight, classes, y_index):
+    """Each row's weight sample_weight[i] * class_weight[y_i], (n,) float64: row i's box constraint is C times it.
+
+    classes (k,), y_index (n,) int as from :func:`check_labels`. Raises ValueError as
+    :func:`check_sample_weight` and :func:`class_sample_weight` do, and naming the classes none of whose rows
+    has a positive weight (such a class could not be learned).
+    """
+    w = check_sample_weight(sample_weight, len(y_index)) * class_sample_weight(class_weight, classes, y_index)
+    has_weight = np.bincount(y_index, weights=(w > 0).astype(np.float64), minlength=len(classes)) > 0
+    if not has_weight.all():
+        raise ValueError(f"sample_weight * class_weight: classes {classes[~has_weight].tolist()} have no row of "
+                         "positive weight")
+    return w
+
+
+def class_weight_to_json(class_weight):
+    """class_weight as a JSON value for a model header: a dict becomes a list of [label, weight] pairs, since
+    JSON object keys are strings and would not compare equal to numeric labels after loading. Labels must be
+    numbers, bools or strings (TypeError otherwise, e.g. for bytes)."""
+    if not isinstance(class_weight, dict):
+        return class_weight
+    pairs = []
+    for label, weight in class_weight.items():
+        key = label.item() if isinstance(label, np.generic) else label
+        if not isinstance(key, (numbers.Real, str)):  # bool is a Real
+            raise TypeError(f"class_weight: label {label!r} cannot be stored in a model file (numbers and str only)")
+        pairs.append([key, float(weight) if isinstance(weight, numbers.Real) else weight])
+    return pairs
+
+
+def class_weight_from_json(value):
+    """Inverse of :func:`class_weight_to_json`; ValueError for a list that is not [label, weight] pairs.
+    Anything else is returned unchanged for the usual hyperparameter checks."""
+    if not isinstance(value, list):
+        return value
+    if not all(isinstance(p, list) and len(p) == 2 and isinstance(p[0], (numbers.Real, str)) for p in value):
+        raise ValueError(f"class_weight: expected a list of [label, weight] pairs, got {value!r}")
+    return {label: weight for label, weight in value}

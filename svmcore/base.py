@@ -7,6 +7,7 @@ import numbers
 import numpy as np
 
 from . import persistence
+from ._validation import class_weight_from_json, class_weight_to_json
 
 
 class BaseEstimator:
@@ -25,6 +26,7 @@ class BaseEstimator:
     _sparse_input = True  # whether fit accepts scipy.sparse X (scikit-learn's input tag)
     _pairwise_input = False  # X is a kernel matrix: model selection must slice its rows and columns
     _positive_input = False  # X must be >= 0
+    _params_added_later: dict = {}  # defaults for hyperparameters that files saved by earlier versions lack
 
     def __sklearn_tags__(self):
         # called only by scikit-learn (>= 1.6), so importing it here adds no runtime dependency
@@ -67,6 +69,8 @@ class BaseEstimator:
         for k, v in params.items():
             if isinstance(v, np.generic):
                 params[k] = v.item()
+        if "class_weight" in params:
+            params["class_weight"] = class_weight_to_json(params["class_weight"])
         meta = {}
         for k in self._state_meta:
             v = getattr(self, k)
@@ -76,6 +80,9 @@ class BaseEstimator:
 
     @classmethod
     def _from_state(cls, params, meta, arrays):
+        params = {**cls._params_added_later, **params}
+        if "class_weight" in params:
+            params["class_weight"] = class_weight_from_json(params["class_weight"])
         unknown = set(params) - set(cls._param_names())
         if unknown:
             raise ValueError(f"unknown parameters {sorted(unknown)}")

@@ -35,8 +35,9 @@ import numpy as np
 import scipy.sparse as sp
 
 from . import persistence
-from ._validation import (check_array, check_choice, check_fitted, check_labels, check_n_features,
-                          check_scalar)
+from ._validation import (check_array, check_choice, check_class_weight, check_fitted, check_labels,
+                          check_n_features, check_random_state, check_scalar, class_sample_weight, make_rng,
+                          row_weights)
 from .base import BaseEstimator, ClassifierMixin
 from .multiclass import ovo_pairs, ovo_votes
 
@@ -345,10 +346,11 @@ def _dcd(indptr, indices, codes, ev, beta, qdiag, Y, upper, diag, tol, max_iter,
          n_passes):
     """Dual CD with shrinking (Hsieh et al. 2008; Wu's Algorithm 3) for each row of Y (one binary problem).
 
-    LIBLINEAR's form (solve_l2r_l1l2_svc): hinge loss upper = C, diag = 0; squared hinge upper = inf,
-    diag = 1/(2C). Shrinking: a variable at a bound whose gradient lies beyond the previous epoch's PG
-    extreme (PGmax_old / PGmin_old) leaves the active set; when the PG spread of the active set is <= tol,
-    one more epoch runs on all samples, and the solver stops only if that full epoch also has spread <= tol.
+    LIBLINEAR's form (solve_l2r_l1l2_svc), with row i's box constraint C_i: hinge loss upper_i = C_i,
+    diag_i = 0; squared hinge upper_i = inf, diag_i = 1/(2 C_i). Shrinking: a variable at a bound whose
+    gradient lies beyond the previous epoch's PG extreme (PGmax_old / PGmin_old) leaves the active set; when
+    the PG spread of the active set is <= tol, one more epoch runs on all samples, and the solver stops only
+    if that full epoch also has spread <= tol.
     n_iter[m] counts epochs (LIBLINEAR's #iter, shrunk or not); n_passes[m] counts gradient evaluations
     divided by the number of samples of the problem, i.e. the work in full-data passes.
     """
@@ -373,7 +375,7 @@ def _dcd(indptr, indices, codes, ev, beta, qdiag, Y, upper, diag, tol, max_iter,
             s = 0
             while s < active:
                 i = index[s]
-                G = y[i] * _margin(i, indptr, indices, codes, ev, w, bias[m]) - 1.0 + diag * a[i]
+                G = y[i] * _margin(i, indptr, indices, codes, ev, w, bias[m]) - 1.0 + diag[i] * a[i]
                 pg = 0.0
                 if a[i] == 0.0:
                     if G > pg_max_old:
@@ -382,7 +384,7 @@ def _dcd(indptr, indices, codes, ev, beta, qdiag, Y, upper, diag, tol, max_iter,
                         continue
                     if G < 0.0:
                         pg = G
-                elif a[i] == upper:
+                elif a[i] == upper[i]:
                     if G < pg_min_old:
                         active -= 1
                         index[s], index[active] = index[active], index[s]
@@ -395,7 +397,7 @@ def _dcd(indptr, indices, codes, ev, beta, qdiag, Y, upper, diag, tol, max_iter,
                 pg_min = min(pg_min, pg)
                 if abs(pg) > 1e-12:
                     old = a[i]
-                    a[i] = min(max(old - G / qdiag[i], 0.0), upper)
+                    a[i] = min(max(old - G / qdiag[i], 0.0), upper[i])
                     delta = (a[i] - old) * y[i]
                     _add_row(i, indptr, indices, codes, beta, w, delta)
                     bias[m] += delta
@@ -415,8 +417,9 @@ def _dcd(indptr, indices, codes, ev, beta, qdiag, Y, upper, diag, tol, max_iter,
 
 
 @nb.njit(cache=True, parallel=True)
-def _sgd(indptr, indices, codes, ev, beta, Y, C, tol, max_iter, seeds, W, bias, n_iter):
-    """Pegasos-style SGD on w = sum_i alpha_i y_i beta(x_i) (Wu's Algorithm 4), lambda = 1 / (C n).
+def _sgd(indptr, indices, codes, ev, beta, Y, C, row_weight, tol, max_iter, seeds, W, bias, n_iter):
+    """Pegasos-style SGD on w = sum_i alpha_i y_i beta(x_i) (Wu's Algorithm 4), lambda = 1 / (C n); row i's
+    hinge loss weighs row_weight[i].
 
     w is stored as scale * v so that the shrink (1 - eta lambda) w costs O(1). Stops when an epoch changes
     w by less than tol relative to its norm.
@@ -443,7 +446,7 @@ def _sgd(indptr, indices, codes, ev, beta, Y, C, tol, max_iter, seeds, W, bias, 
                 f = scale * (_margin(i, indptr, indices, codes, ev, v, 0.0) + vb)
                 scale *= 1.0 - 1.0 / (t + 1)
                 if y[i] * f < 1.0:
-                    step = eta * y[i] / scale
+                    step = eta * row_weight[i] * y[i] / scale
                     _add_row(i, indptr, indices, codes, beta, v, step)
                     vb += step
                 if scale < 1e-9:  # fold the scale back into v before it underflows
@@ -515,12 +518,15 @@ class PmSVM(ClassifierMixin, BaseEstimator):
     tol : float > 0; DCD stops when the projected-gradient spread max PG - min PG <= tol (LIBLINEAR's
         criterion, 0.1 there); SGD stops when an epoch changes w by less than tol relative to |w|.
     max_iter : int >= 1, maximum number of epochs (passes over the data) per binary problem.
-    random_state : int or None, seeds the order of coordinates / samples.
+    random_state : None, int >= 0, numpy Generator or RandomState; seeds the order of coordinates / samples.
     solver : "dcd" (Algorithm 3, dual coordinate descent) or "sgd" (Algorithm 4, stochastic gradient
         descent with step 1/(lambda t), lambda = 1/(C n)).
     multi_class : "ovr" (one binary problem per class, argmax of the decision values) or "ovo" (one per
         pair of classes, majority vote; more accurate on USPS and pendigits, see docs/pmsvm.md).
     loss : "hinge" (L1-loss SVM, 0 <= alpha <= C) or "squared_hinge" (L2-loss, LIBLINEAR's D_ii = 1/(2C)).
+    class_weight : None, "balanced" or {label: weight >= 0}: row i's C becomes C * class_weight[y_i] in
+        every binary problem (as LIBSVM's -wi; "balanced": n / (n_classes * count of the class)). Unlike
+        LIBLINEAR's one-vs-rest, the weight applies whether the class is the positive or a negative side.
 
     Learned attributes
     ------------------
@@ -542,6 +548,7 @@ class PmSVM(ClassifierMixin, BaseEstimator):
     _state_arrays = ("coef_", "intercept_", "classes_", "n_iter_")
     _state_meta = ("x_max_",)
     _positive_input = True
+    _params_added_later = {"class_weight": None}
 
     @property
     def n_features_in_(self):
@@ -549,7 +556,7 @@ class PmSVM(ClassifierMixin, BaseEstimator):
         return self.coef_.shape[1]
 
     def __init__(self, C=1.0, p=-1.0, n_anchors=3, lut_bins=1000, tol=0.1, max_iter=100, random_state=None,
-                 solver="dcd", multi_class="ovr", loss="hinge"):
+                 solver="dcd", multi_class="ovr", loss="hinge", class_weight=None):
         self.C = C
         self.p = p
         self.n_anchors = n_anchors
@@ -560,6 +567,7 @@ class PmSVM(ClassifierMixin, BaseEstimator):
         self.solver = solver
         self.multi_class = multi_class
         self.loss = loss
+        self.class_weight = class_weight
 
     def _check_params(self):
         check_scalar(self.C, "C", lo=0, lo_open=True)
@@ -569,11 +577,11 @@ class PmSVM(ClassifierMixin, BaseEstimator):
             check_scalar(self.lut_bins, "lut_bins", lo=2, hi=2 ** 20, integer=True)
         check_scalar(self.tol, "tol", lo=0, lo_open=True)
         check_scalar(self.max_iter, "max_iter", lo=1, integer=True)
-        if self.random_state is not None:
-            check_scalar(self.random_state, "random_state", lo=0, integer=True)
+        check_random_state(self.random_state)
         check_choice(self.solver, "solver", ("dcd", "sgd"))
         check_choice(self.multi_class, "multi_class", ("ovr", "ovo"))
         check_choice(self.loss, "loss", ("hinge", "squared_hinge"))
+        check_class_weight(self.class_weight)
         return anchors
 
     def _pairs(self, k=None):
@@ -591,16 +599,19 @@ class PmSVM(ClassifierMixin, BaseEstimator):
         check_nonnegative(X, name)
         return X
 
-    def fit(self, X, y):
+    def fit(self, X, y, sample_weight=None):
         """Train on X (n, d) nonnegative float array or CSR matrix and labels y (n,); returns self.
 
-        Raises ValueError for negative features, NaN/inf, all-zero X, a single class, wrong shapes or bad
-        hyperparameters (p > 0, C <= 0, ...); TypeError for non-numeric input. A failed fit leaves an
-        earlier fit's model unchanged.
+        sample_weight: (n,) >= 0 or None; row i's loss weighs C * class_weight[y_i] * sample_weight[i] (its
+        box constraint in the dual) in every binary problem it belongs to; rows of weight 0 are left out.
+        Raises ValueError for negative features, NaN/inf, all-zero X, a single class (also among the rows
+        of positive weight), wrong shapes or bad hyperparameters (p > 0, C <= 0, ...); TypeError for
+        non-numeric input. A failed fit leaves an earlier fit's model unchanged.
         """
         anchors = self._check_params()
         X = self._check_X(X)
         classes, y_index = check_labels(y, X.shape[0])
+        row_weight = row_weights(sample_weight, self.class_weight, classes, y_index)
         X = sp.csr_matrix(X)
         X.eliminate_zeros()  # k(0, x) = 0: zero features never enter a gradient or an update
         x_max = float(X.data.max()) if X.nnz else 0.0
@@ -626,14 +637,18 @@ class PmSVM(ClassifierMixin, BaseEstimator):
         pos = y_index[None, :] == pairs[:, 1:2]
         neg = (y_index[None, :] == pairs[:, 0:1]) | (pairs[:, 0:1] < 0)
         Y = np.where(pos, 1.0, np.where(neg, -1.0, 0.0))
-        rng = np.random.default_rng(self.random_state)
+        Y[:, row_weight == 0] = 0.0  # a row without weight is in no problem
+        rng = make_rng(self.random_state)
         seeds = rng.integers(1, 2 ** 62, size=n_models, dtype=np.int64)
         W = np.zeros((n_models, d, n_basis))
         bias = np.zeros(n_models)
         n_iter = np.zeros(n_models, dtype=np.int64)
         indptr, indices = X.indptr.astype(itype), X.indices.astype(itype)
         if self.solver == "dcd":
-            upper, diag = (float(self.C), 0.0) if self.loss == "hinge" else (np.inf, 0.5 / self.C)
+            C_i = self.C * row_weight
+            with np.errstate(divide="ignore"):  # rows of weight 0 take no step (Y = 0)
+                upper, diag = ((C_i, np.zeros(n)) if self.loss == "hinge" else
+                               (np.full(n, np.inf), np.where(C_i > 0, 0.5 / C_i, 0.0)))
             qdiag = np.asarray(X.sum(axis=1)).ravel() + 1.0 + diag  # k(x, x) = sum_j x_j, +1 for the bias
             alpha = np.zeros((n_models, n))
             n_passes = np.zeros(n_models)
@@ -642,7 +657,7 @@ class PmSVM(ClassifierMixin, BaseEstimator):
             self.alpha_ = alpha
             self.n_passes_ = n_passes
         else:
-            _sgd(indptr, indices, codes, ev, beta, Y, float(self.C), float(self.tol), int(self.max_iter),
+            _sgd(indptr, indices, codes, ev, beta, Y, float(self.C), row_weight, float(self.tol), int(self.max_iter),
                  seeds, W, bias, n_iter)
             self.n_passes_ = n_iter.astype(np.float64)  # every SGD epoch visits every sample
             if hasattr(self, "alpha_"):
@@ -708,4 +723,5 @@ class PmSVM(ClassifierMixin, BaseEstimator):
             raise ValueError("intercept_ and n_iter_ must have one entry per model")
         if not (isinstance(self.x_max_, float) and self.x_max_ > 0):
             raise ValueError(f"x_max_ must be a positive number, got {self.x_max_!r}")
+        class_sample_weight(self.class_weight, self.classes_, np.zeros(0, dtype=np.int64))  # labels among classes_
         self._build_table()  # derived from coef_, so it is not stored

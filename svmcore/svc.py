@@ -5,15 +5,20 @@ the decision function f(x) = sum_i dual_coef_i K(sv_i, x) + intercept_.
 """
 from __future__ import annotations
 
+import functools
+import types
+
 import numpy as np
 import scipy.sparse as sp
 
 from . import persistence
-from ._validation import (check_array, check_choice, check_fitted, check_labels, check_n_features,
-                          check_sample_weight, check_scalar)
+from ._validation import (NotFittedError, check_array, check_choice, check_class_weight, check_fitted, check_labels,
+                          check_n_features, check_random_state, check_sample_weight, check_scalar, class_sample_weight,
+                          make_rng, row_weights)
 from .base import BaseEstimator, ClassifierMixin
 from .kernels import KernelSpec, kernel_block, resolve_kernel
 from .multiclass import ovo_pairs, ovo_votes
+from .probability import MIN_PROB, fit_sigmoid, pairwise_coupling, sigmoid_predict
 from .qmatrix import KernelQ, PrecomputedQ
 from .smo import solve
 
@@ -69,6 +74,26 @@ class _KernelSVM(BaseEstimator):
         return solve(Q, p, y, C, alpha0, tol=self.tol, working_set_size=self.working_set_size,
                      cache_size=self.cache_size, shrinking=bool(self.shrinking), max_iter=self.max_iter, callback=self.callback,
                      verbose=self.verbose)
+
+    def _fit_binary(self, X, spec, rows, ys, C):
+        """Solve the C-SVC dual on the training rows ``rows`` (sorted int indices into X) with labels ys (+-1)
+        and box constraints C, all (len(rows),); returns the solver result."""
+        if len(rows) == X.shape[0]:  # sorted and complete: all of X, no copy
+            Xm = X
+        else:
+            Xm = X[np.ix_(rows, rows)] if spec.kind == "precomputed" else X[rows]
+        return self._run(self._make_q(Xm, spec, ys), -np.ones(len(rows)), ys, C, np.zeros(len(rows)))
+
+    @staticmethod
+    def _binary_decision(X, spec, train, coef, intercept, rows):
+        """Decision values (len(rows),) on X[rows] of a binary model trained on X[train] with dual
+        coefficients coef (len(train),) = alpha * y; only its support vectors enter the kernel block."""
+        sv = coef != 0
+        if spec.kind == "precomputed":
+            K = X[np.ix_(rows, train[sv])]
+        else:
+            K = kernel_block(X[rows], X[train[sv]], spec)
+        return K @ coef[sv] + intercept
 
     def _store(self, X, spec, results, coef, intercept):
         """Keep the rows with a nonzero coefficient in any of the binary models: coef (n_models, n),
@@ -140,6 +165,24 @@ class _KernelSVM(BaseEstimator):
                              f"expected ({n_sv}, {self.n_features_in_})")
 
 
+class _if_probability:
+    """Decorator: the method exists only while ``probability`` is True (scikit-learn's ``available_if``, which
+    svmcore does not import): otherwise attribute access raises AttributeError, so ``hasattr(clf,
+    "predict_proba")`` tells whether probabilities can be asked for, as for scikit-learn's SVC."""
+
+    def __init__(self, fn):
+        self.fn = fn
+        functools.update_wrapper(self, fn)
+
+    def __get__(self, obj, owner=None):
+        if obj is None:
+            return self.fn
+        if not obj.probability:
+            raise AttributeError(f"{self.fn.__name__} is not available when probability=False; "
+                                 "set probability=True before fit")
+        return types.MethodType(self.fn, obj)
+
+
 @persistence.register
 class SVC(ClassifierMixin, _KernelSVM):
     """Kernel C-support vector classifier trained by working-set decomposition.
@@ -151,59 +194,114 @@ class SVC(ClassifierMixin, _KernelSVM):
     Parameters: C > 0; kernel "linear" | "poly" | "rbf" | "precomputed"; degree (poly); gamma "scale" |
     "auto" | float > 0 (as in scikit-learn); coef0; tol (KKT violation, LIBSVM's eps); cache_size in MB
     for kernel columns; working_set_size q >= 2 (None: 64); shrinking; max_iter (iterations, None:
-    until converged); verbose; callback(info dict) about every 1000 iterations (progress bars).
+    until converged); verbose; callback(info dict) about every 1000 iterations (progress bars; with
+    probability=True it also reports the cross-validation fits); class_weight None | "balanced" | dict
+    {label: weight >= 0} (scikit-learn's meaning: w_i = class_weight[y_i] * sample_weight[i]; "balanced" =
+    n / (n_classes * bincount(y)) over all training rows, also for the one-vs-one pairs; labels missing
+    from the dict weigh 1); probability (bool: fit Platt sigmoids for :meth:`predict_proba`, about 5 times
+    the training cost); random_state (None | int >= 0 | numpy Generator / RandomState: the folds of the
+    probability cross-validation; unused when probability=False).
 
     Learned: classes_ (k,), support_ (n_SV,) int64 (training rows that are a support vector of any pair),
     support_vectors_ (n_SV, d) float64, dual_coef_ (m, n_SV) = alpha_i y_i of each of the m = k(k-1)/2
     binary models (1 for two classes; pairs (a, b), a < b, in :func:`svmcore.multiclass.ovo_pairs` order, y =
     +1 for classes_[b], 0 where a row is not in that model), intercept_ (m,), objective_ (1/2 a'Qa - 1'a at
     the solution, summed over the models), kkt_violation_ (the largest), n_iter_ (summed), gamma_,
-    fit_seconds_; cache_hit_rate_ (after fit only, not saved).
+    fit_seconds_ (solver seconds of these m models); cache_hit_rate_ (after fit only, not saved). With
+    probability=True also probA_, probB_ (m,) float64: P(classes_[b] | x in class a or b) = 1 / (1 +
+    exp(probA_[m] f_m(x) + probB_[m])), f_m the pair's decision value (> 0 means classes_[b]); LIBSVM and
+    scikit-learn state the same sigmoid for classes_[a] with decision value -f_m, so their probA_ equals
+    ours and their probB_ is -probB_.
     Raises TypeError/ValueError for bad input: NaN/inf, wrong shapes, empty X, a single class, C <= 0,
-    unknown kernel; :class:`svmcore.NotFittedError` (a ValueError) before fit.
+    unknown kernel, bad class_weight; :class:`svmcore.NotFittedError` (a ValueError) before fit.
     Working-set selection and the SMO step: Fan, Chen, Lin, JMLR 2005 (LIBSVM).
     """
 
     _state_arrays = _KernelSVM._state_arrays + ("classes_",)
+    _prob_arrays = ("probA_", "probB_")  # saved iff probability=True
+    # absent from files written before these parameters existed; these values reproduce those models exactly
+    _params_added_later = {"class_weight": None, "probability": False, "random_state": None}
 
     def __init__(self, C=1.0, kernel="rbf", degree=3, gamma="scale", coef0=0.0, tol=1e-3, cache_size=200,
-                 working_set_size=None, shrinking=True, max_iter=None, verbose=False, callback=None):
+                 working_set_size=None, shrinking=True, max_iter=None, verbose=False, callback=None,
+                 class_weight=None, probability=False, random_state=None):
         self.set_params(**{k: v for k, v in locals().items() if k != "self"})
 
     def _check_params(self):
         check_scalar(self.C, "C", lo=0, lo_open=True)
         super()._check_params()
+        check_class_weight(self.class_weight)
+        if not isinstance(self.probability, (bool, np.bool_)):
+            raise TypeError(f"probability: expected a bool, got {self.probability!r}")
+        check_random_state(self.random_state)
 
     def fit(self, X, y, sample_weight=None):
         """Train and return self.
 
         X: (n, d) float array or CSR matrix, or the (n, n) kernel matrix for kernel="precomputed"; y: (n,)
         with at least 2 distinct labels (numbers or strings); sample_weight: (n,) >= 0, None for ones; row
-        i gets the box constraint C * sample_weight[i]. Raises ValueError for NaN/inf, wrong shapes, a
-        single class (also among the rows of positive weight of a pair of classes) and bad hyperparameters;
-        TypeError for non-numeric input.
+        i gets the box constraint C * class_weight[y_i] * sample_weight[i]. With probability=True, each
+        binary model is first cross-validated (:meth:`_cross_val_decision`) and Platt's sigmoid fitted to
+        the out-of-fold decision values (:func:`svmcore.probability.fit_sigmoid`), as LIBSVM. Raises
+        ValueError for NaN/inf, wrong shapes, a single class (also among the rows of positive weight of a
+        pair of classes), class_weight labels that are not classes and bad hyperparameters; TypeError for
+        non-numeric input.
         """
         self._check_params()
         X, spec = self._prepare(X)
         classes, yi = check_labels(y, X.shape[0])
-        w = check_sample_weight(sample_weight, X.shape[0])
-        weightless = [c for c in range(len(classes)) if not (w[yi == c] > 0).any()]
-        if weightless:  # checked before any pair is trained
-            raise ValueError(f"sample_weight: classes {classes[weightless].tolist()} have no row of positive weight")
+        w = row_weights(sample_weight, self.class_weight, classes, yi)  # checked before any pair is trained
+        rng = make_rng(self.random_state) if self.probability else None
         pairs = ovo_pairs(len(classes))
         coef, intercept, results = np.zeros((len(pairs), X.shape[0])), [], []
+        prob_a, prob_b = np.zeros(len(pairs)), np.zeros(len(pairs))
         for m, (a, b) in enumerate(pairs):
             rows = np.flatnonzero((yi == a) | (yi == b))
-            Xm = X if len(rows) == X.shape[0] else (X[np.ix_(rows, rows)] if spec.kind == "precomputed" else X[rows])
             ys = np.where(yi[rows] == b, 1.0, -1.0)
-            res = self._run(self._make_q(Xm, spec, ys), -np.ones(len(rows)), ys, self.C * w[rows],
-                            np.zeros(len(rows)))
+            C = self.C * w[rows]
+            if self.probability:
+                prob_a[m], prob_b[m] = fit_sigmoid(*self._cross_val_decision(X, spec, rows, ys, C, rng))
+            res = self._fit_binary(X, spec, rows, ys, C)
             coef[m, rows] = res.alpha * ys
             intercept.append(-res.rho)
             results.append(res)
         self.classes_ = classes
         self._store(X, spec, results, coef, intercept)
+        if self.probability:
+            self.probA_, self.probB_ = prob_a, prob_b
+        else:  # a refit without probabilities must not keep the sigmoids of an earlier model
+            for k in self._prob_arrays:
+                self.__dict__.pop(k, None)
         return self
+
+    def _cross_val_decision(self, X, spec, rows, ys, C, rng, n_folds=5):
+        """Out-of-fold decision values of one binary model (training rows ``rows``, labels ys, box
+        constraints C, all (len(rows),)) for Platt's sigmoid: LIBSVM's svm_binary_svc_probability.
+
+        A random permutation from ``rng`` cut into ``n_folds`` consecutive parts; each part gets the decision
+        values of the same SVC (same kernel, C, weights, solver settings) trained on the other parts. A fold
+        whose training part holds a single class gives +1 (class b) or -1 (class a) to all its rows, as
+        LIBSVM. Rows of zero weight take no part (LIBSVM removes them before training). Returns (f, ys) over
+        the rows kept, (n_kept,) float64 each.
+        """
+        keep = C > 0
+        rows, ys, C = rows[keep], ys[keep], C[keep]
+        n = len(rows)
+        perm = rng.permutation(n)
+        f = np.zeros(n)
+        for i in range(n_folds):  # a loop over folds, each a vectorised fit and prediction
+            begin, end = i * n // n_folds, (i + 1) * n // n_folds
+            if begin == end:
+                continue
+            test = perm[begin:end]
+            train = np.sort(np.concatenate([perm[:begin], perm[end:]]))  # sorted: the solver sees rows in order
+            n_pos = int((ys[train] > 0).sum())
+            if n_pos in (0, len(train)):
+                f[test] = 1.0 if n_pos else (-1.0 if len(train) else 0.0)
+                continue
+            res = self._fit_binary(X, spec, rows[train], ys[train], C[train])
+            f[test] = self._binary_decision(X, spec, rows[train], res.alpha * ys[train], -res.rho, rows[test])
+        return f, ys
 
     def decision_function(self, X):
         """Decision values: (n,) float64 for two classes, f(x) = sum_i dual_coef_i K(sv_i, x) + intercept_
@@ -217,9 +315,37 @@ class SVC(ClassifierMixin, _KernelSVM):
 
     def predict(self, X):
         """Class labels (n,) from classes_: for two classes classes_[1] where decision_function(X) > 0, else
-        the class with the most one-vs-one votes."""
+        the class with the most one-vs-one votes. This stays the rule with probability=True (as LIBSVM and
+        scikit-learn), so the argmax of :meth:`predict_proba` can differ on some rows."""
         f = self.decision_function(X)
         return self.classes_[(f > 0).astype(int) if f.ndim == 1 else np.argmax(f, axis=1)]
+
+    @_if_probability
+    def predict_proba(self, X):
+        """Class probabilities (n, k) float64, columns in classes_ order, rows summing to 1 (LIBSVM's method).
+
+        Each pair's decision value f_m goes through its sigmoid, r = 1 / (1 + exp(probA_ f_m + probB_)),
+        clipped to [1e-7, 1 - 1e-7]; two classes: (1 - r, r); more: Wu, Lin, Weng's pairwise coupling
+        (:func:`svmcore.probability.pairwise_coupling`). Only defined with probability=True (AttributeError
+        otherwise); raises :class:`svmcore.NotFittedError` before fit or if the model was fitted with
+        probability=False, and ValueError for bad X as :meth:`decision_function`. The sigmoids come from
+        cross-validation, so the argmax can differ from :meth:`predict` on a few rows.
+        """
+        check_fitted(self, "dual_coef_")
+        if not hasattr(self, "probA_"):
+            raise NotFittedError("this SVC was fitted with probability=False; fit it again with probability=True "
+                                 "to get predict_proba")
+        F = self._pairwise_decision(X)
+        R = np.clip(sigmoid_predict(F, self.probA_, self.probB_), MIN_PROB, 1.0 - MIN_PROB)
+        if R.shape[1] == 1:
+            return np.column_stack([1.0 - R[:, 0], R[:, 0]])
+        k = len(self.classes_)
+        return pairwise_coupling(R, ovo_pairs(k), k)
+
+    @_if_probability
+    def predict_log_proba(self, X):
+        """log of :meth:`predict_proba`, (n, k) float64 (finite: the pairwise probabilities are clipped)."""
+        return np.log(self.predict_proba(X))
 
     def _n_models(self):
         k = self.classes_.shape[0] if self.classes_.ndim == 1 else 0
@@ -229,6 +355,36 @@ class SVC(ClassifierMixin, _KernelSVM):
         if self.classes_.ndim != 1 or self.classes_.shape[0] < 2:
             raise ValueError(f"classes_ must hold at least 2 labels, got shape {self.classes_.shape}")
         super()._check_state()
+        class_sample_weight(self.class_weight, self.classes_, np.zeros(0, dtype=np.int64))  # labels among classes_
+
+    def _check_probability_state(self):
+        m = self._n_models()
+        for k in self._prob_arrays:
+            a = getattr(self, k)
+            if a.dtype.kind != "f" or a.shape != (m,) or not np.isfinite(a).all():
+                raise ValueError(f"{k} must be a finite float array of shape ({m},), got {a.dtype} {a.shape}")
+
+    def _get_state(self):
+        params, meta, arrays = super()._get_state()
+        if self.probability:
+            if not hasattr(self, "probA_"):
+                raise ValueError("probability=True was set after fitting with probability=False: there are no "
+                                 "probA_/probB_ to save; fit again")
+            arrays.update({k: getattr(self, k) for k in self._prob_arrays})
+        return params, meta, arrays
+
+    @classmethod
+    def _from_state(cls, params, meta, arrays):
+        est = super()._from_state(params, meta, arrays)
+        if est.probability:
+            for k in cls._prob_arrays:
+                if k not in arrays:
+                    raise KeyError(f"missing array {k!r} (the model has probability=True)")
+                setattr(est, k, arrays[k])
+            est._check_probability_state()
+        elif any(k in arrays for k in cls._prob_arrays):
+            raise ValueError("probA_/probB_ are stored, but probability=False")
+        return est
 
 
 @persistence.register

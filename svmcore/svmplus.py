@@ -21,7 +21,7 @@ import scipy.sparse as sp
 
 from . import persistence
 from ._validation import (check_array, check_choice, check_fitted, check_labels, check_n_features,
-                          check_scalar)
+                          check_random_state, check_scalar, make_rng)
 from .base import BaseEstimator, ClassifierMixin
 from .dcd import as_rows, dcd_svmplus
 from .kernels import KernelSpec, kernel_block, resolve_kernel, row_norms_sq
@@ -91,9 +91,7 @@ class LinearSVMPlus(_Classifier, BaseEstimator):
     def _check_params(self):
         super()._check_params()
         check_scalar(self.max_iter, "max_iter", lo=1, integer=True)
-        if not (self.random_state is None or isinstance(self.random_state, (np.random.Generator,
-                                                                             np.random.RandomState))):
-            check_scalar(self.random_state, "random_state", lo=0, integer=True)
+        check_random_state(self.random_state)
 
     def fit(self, X, X_star, y):
         """Train on X (n, d) and privileged X_star (n, d*), float arrays or scipy.sparse; y (n,) two classes.
@@ -104,9 +102,7 @@ class LinearSVMPlus(_Classifier, BaseEstimator):
         self._check_params()
         X, Z, classes, ys = _check_fit_input(X, X_star, y)
         C, gamma = float(self.C), float(self.gamma)
-        rs = self.random_state
-        seed = int(rs.randint(2**31 - 1) if isinstance(rs, np.random.RandomState)
-                   else np.random.default_rng(rs).integers(2**31 - 1))
+        seed = int(make_rng(self.random_state).integers(2**31 - 1))
         n = X.shape[0]
         alpha = np.zeros(n)
         zeta = np.full(n, C)  # alpha + zeta - C = 0, so w = 0 and w* = 0 at the start

@@ -7,7 +7,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from . import persistence
-from ._validation import check_array, check_choice, check_fitted, check_labels, check_n_features, check_scalar
+from ._validation import (check_array, check_choice, check_fitted, check_labels, check_n_features,
+                          check_random_state, check_scalar, make_rng)
 from .base import BaseEstimator, ClassifierMixin
 from .kernels import kernel_block, resolve_kernel, row_norms_sq
 from .sdca import block_violations, cs_fit, kernel_epoch, linear_epoch, objectives
@@ -59,7 +60,7 @@ class TopKSVM(ClassifierMixin, BaseEstimator):
         For k = 1 with kernel="linear" (Crammer-Singer) the sweeps are those of LIBLINEAR's sequential dual
         method, with shrinking of examples and of classes per example (Keerthi et al., KDD 2008; see
         svmcore.sdca.cs_fit); the same objectives and the same exact stopping rule.
-    random_state : int or None, seed of the sweep orders.
+    random_state : None, int >= 0, numpy Generator or RandomState; seeds the sweep orders.
 
     Learned attributes: ``classes_`` (m,), ``coef_`` (m, d) for linear models (empty (m, 0) otherwise),
     ``support_`` (n_sv,) int64 training indices with nonzero dual variables, ``support_vectors_`` (n_sv, d)
@@ -94,8 +95,7 @@ class TopKSVM(ClassifierMixin, BaseEstimator):
         check_choice(self.kernel, "kernel", ("linear", "rbf", "precomputed"))
         check_scalar(self.tol, "tol", lo=0.0, lo_open=True)
         check_scalar(self.max_epochs, "max_epochs", lo=1, integer=True)
-        if self.random_state is not None:
-            check_scalar(self.random_state, "random_state", lo=0, integer=True)
+        check_random_state(self.random_state)
 
     @property
     def _sparse_input(self):
@@ -143,7 +143,7 @@ class TopKSVM(ClassifierMixin, BaseEstimator):
         if self.kernel == "precomputed" and X.shape[0] != X.shape[1]:
             raise ValueError(f"X: a precomputed training kernel must be square (n, n), got shape {X.shape}")
         k, C, beta = int(self.k), float(self.C), self.loss == "beta"
-        rng = np.random.default_rng(self.random_state)
+        rng = make_rng(self.random_state)
         A = np.zeros((n, m))
         spec = resolve_kernel(self.kernel, X, self.gamma, 3, 0.0)
         if self.kernel == "linear":

@@ -24,6 +24,8 @@ def patches(cbcl):
 
 CLASSIFIERS = [
     lambda: svmcore.SVC(kernel="poly", degree=2, gamma=1 / 361, coef0=1.0),
+    lambda: svmcore.SVC(kernel="poly", degree=2, gamma=1 / 361, coef0=1.0, class_weight="balanced",
+                        probability=True, random_state=0),
     lambda: svmcore.PmSVM(random_state=0),
     lambda: svmcore.TopKSVM(k=1, C=1.0, random_state=0),
 ]
@@ -55,9 +57,10 @@ def test_precomputed_kernels_are_sliced_as_kernels(patches):
 
 @pytest.mark.parametrize("make", CLASSIFIERS + [lambda: svmcore.OneClassSVM(nu=0.2)])
 def test_not_fitted_error(make, patches):
-    for method in ("predict", "decision_function"):
-        with pytest.raises(svmcore.NotFittedError, match="not fitted"):
-            getattr(make(), method)(patches[0])
+    for method in ("predict", "decision_function", "predict_proba"):
+        if hasattr(make(), method):
+            with pytest.raises(svmcore.NotFittedError, match="not fitted"):
+                getattr(make(), method)(patches[0])
     assert issubclass(svmcore.NotFittedError, ValueError) and issubclass(svmcore.NotFittedError, AttributeError)
 
 
@@ -118,12 +121,29 @@ def _rewrite(path, out, edit):
     (lambda h, a: a.update(support_vectors_=a["support_vectors_"].astype(complex)), "expected numbers"),
     (lambda h, a: a.update(support_=np.array(3)), "support_"),
     (lambda h, a: a.update(support_=a["support_"].astype(float)), "integer"),
+    (lambda h, a: h["params"].update(class_weight=[[5, 1.0]]), r"class_weight: labels \[5\]"),
+    (lambda h, a: h["params"].update(class_weight={"1": 2.0}), r"class_weight: labels \['1'\]"),  # JSON keys
+    (lambda h, a: h["params"].update(class_weight=[[1, -2.0]]), r"class_weight\[1\]: must be >= 0"),
+    (lambda h, a: h["params"].update(class_weight=[[1]]), "pairs"),
+    (lambda h, a: h["params"].update(class_weight="heavy"), "class_weight: unknown value"),
+    (lambda h, a: h["params"].update(probability=1), "probability: expected a bool"),
 ])
 def test_load_refuses_invalid_state(edit, match, patches, tmp_path):
     X, y = patches
     path = svmcore.SVC(kernel="poly", degree=2, gamma=0.1, coef0=1.0).fit(X, y).save(tmp_path / "m.npz")
     with pytest.raises(ValueError, match=match):
         svmcore.load(_rewrite(path, tmp_path / "bad.npz", edit))
+
+
+def test_files_from_before_new_parameters_still_load(patches, tmp_path):
+    # SVC files written before class_weight, probability and random_state existed (the shipped detector's)
+    X, y = patches
+    m = svmcore.SVC(kernel="poly", degree=2, gamma=0.1, coef0=1.0).fit(X, y)
+    old = _rewrite(m.save(tmp_path / "m.npz"), tmp_path / "old.npz",
+                   lambda h, a: [h["params"].pop(k) for k in ("class_weight", "probability", "random_state")])
+    back = svmcore.load(old)
+    assert back.class_weight is None and back.probability is False and back.random_state is None
+    np.testing.assert_array_equal(back.decision_function(X), m.decision_function(X))
 
 
 def test_load_refuses_npy_and_saves_through_symlinks(patches, tmp_path):
@@ -150,10 +170,31 @@ _SKLEARN_EXPECTED = {
 }
 
 
+_PMSVM_EXPECTED = {"check_class_weight_classifiers": "its data (make_blobs) has negative features, which an "
+                                                      "additive kernel refuses; tests/test_pmsvm.py checks class_weight"}
+
+
 @pytest.mark.filterwarnings("ignore")
-@pytest.mark.parametrize("make", [svmcore.SVC, lambda: svmcore.PmSVM(random_state=0),
-                                  lambda: svmcore.TopKSVM(random_state=0), svmcore.OneClassSVM])
-def test_scikit_learn_estimator_checks(make):
+@pytest.mark.parametrize("make, expected", [(svmcore.SVC, {}), (lambda: svmcore.SVC(probability=True), {}),
+                                            (lambda: svmcore.PmSVM(random_state=0), _PMSVM_EXPECTED),
+                                            (lambda: svmcore.TopKSVM(random_state=0), {}),
+                                            (svmcore.OneClassSVM, {})])
+def test_scikit_learn_estimator_checks(make, expected):
     from sklearn.utils.estimator_checks import check_estimator
 
-    check_estimator(make(), expected_failed_checks=_SKLEARN_EXPECTED, on_fail="raise", on_skip=None)
+    check_estimator(make(), expected_failed_checks={**_SKLEARN_EXPECTED, **expected}, on_fail="raise", on_skip=None)
+
+
+@pytest.mark.parametrize("make", [svmcore.SVC, lambda: svmcore.SVC(kernel="poly", degree=2, gamma=1 / 361, coef0=1.0)])
+def test_class_weight_balanced_helps_on_imbalanced_faces(make, cbcl):
+    # scikit-learn's check (not part of check_estimator: it needs data): on 20 faces among 420 CBCL patches,
+    # "balanced" raises the weighted F1 on the held-out ones (measured 0.948 -> 0.975 rbf, 0.907 -> 0.946 poly)
+    from sklearn.utils.estimator_checks import check_class_weight_balanced_classifiers
+
+    X, y = cbcl["X_train"], cbcl["y_train"]
+    rng = np.random.default_rng(1)
+    faces = rng.choice(np.flatnonzero(y == 1), 60, replace=False)
+    others = rng.choice(np.flatnonzero(y == 0), 1000, replace=False)
+    train, test = np.r_[faces[:20], others[:400]], np.r_[faces[20:], others[400:]]
+    check_class_weight_balanced_classifiers("SVC", make(), X[train], y[train], X[test], y[test], None)
+

@@ -100,12 +100,14 @@ def test_approx_kernel_on_real_data(usps):
 
 # --- solver against independent references ---------------------------------------------------------
 def _box_dual_qp(Q, C):
-    """min 1/2 a'Qa - 1'a, 0 <= a <= C (C = inf: a >= 0 only), by cvxopt's interior point method (an
-    independent QP solver)."""
+    """min 1/2 a'Qa - 1'a, 0 <= a <= C (a scalar or one bound per row; C = inf: a >= 0 only), by cvxopt's
+    interior point method (an independent QP solver)."""
     import cvxopt
     n = len(Q)
-    G = np.vstack([-np.eye(n), np.eye(n)]) if np.isfinite(C) else -np.eye(n)
-    h = np.concatenate([np.zeros(n), np.full(n, C)]) if np.isfinite(C) else np.zeros(n)
+    C = np.broadcast_to(np.asarray(C, dtype=np.float64), (n,))
+    bounded = np.isfinite(C).all()
+    G = np.vstack([-np.eye(n), np.eye(n)]) if bounded else -np.eye(n)
+    h = np.concatenate([np.zeros(n), C]) if bounded else np.zeros(n)
     cvxopt.solvers.options.update(show_progress=False, abstol=1e-10, reltol=1e-10, feastol=1e-10)
     sol = cvxopt.solvers.qp(cvxopt.matrix(Q), cvxopt.matrix(-np.ones(n)), cvxopt.matrix(G), cvxopt.matrix(h))
     a = np.array(sol["x"]).ravel()
@@ -132,6 +134,50 @@ def test_dcd_reaches_the_exact_kernel_dual_optimum(usps):
     obj2 = 0.5 * a @ Q2 @ a - a.sum()
     assert m.n_iter_[0] < 2000 and a.min() >= 0 and obj2 >= opt2 - 1e-9 and (obj2 - opt2) / abs(opt2) < 1e-3
 
+
+
+def test_weights_reach_the_weighted_dual_optimum(usps):
+    # class_weight and sample_weight scale each row's box constraint: 0 <= a_i <= C class_weight[y_i] sw_i
+    # (hinge) or its diagonal term 1/(2 C_i) (squared hinge); against cvxopt on the exact kernel's dual.
+    X, y = usps[0][:300], usps[1][:300] == 3
+    yb = np.where(y, 1.0, -1.0)
+    Q = np.outer(yb, yb) * (power_mean_kernel(X) + 1.0)
+    sw = np.random.default_rng(0).uniform(0.2, 3.0, len(y))
+    C, cw = 0.1, {True: 4.0, False: 0.5}
+    C_i = C * sw * np.where(y, 4.0, 0.5)
+    _, opt = _box_dual_qp(Q, C_i)
+    m = PmSVM(C=C, n_anchors=6, lut_bins=None, tol=1e-3, max_iter=2000, random_state=0, class_weight=cw)
+    a = m.fit(X, y, sample_weight=sw).alpha_[0]
+    obj = 0.5 * a @ Q @ a - a.sum()
+    assert a.min() >= 0 and (a <= C_i + 1e-12).all() and (a == C_i).sum() >= 5  # per-row bounds bind (6 rows)
+    assert obj >= opt - 1e-9 and (obj - opt) / abs(opt) < 1e-3, (obj, opt)
+    Q2 = Q + np.diag(0.5 / C_i)
+    _, opt2 = _box_dual_qp(Q2, np.inf)
+    m2 = PmSVM(C=C, n_anchors=6, lut_bins=None, loss="squared_hinge", tol=1e-3, max_iter=2000, random_state=0,
+               class_weight=cw)
+    a = m2.fit(X, y, sample_weight=sw).alpha_[0]
+    obj2 = 0.5 * a @ Q2 @ a - a.sum()
+    assert obj2 >= opt2 - 1e-9 and (obj2 - opt2) / abs(opt2) < 1e-3, (obj2, opt2)
+
+
+def test_class_weight_balanced_and_zero_weights(pendigits):
+    X, y, Xt, yt = pendigits
+    counts = np.bincount(y)
+    balanced = PmSVM(C=1.0, random_state=0, class_weight="balanced").fit(X, y)
+    manual = PmSVM(C=1.0, random_state=0).fit(X, y, sample_weight=len(y) / (10 * counts[y]))
+    np.testing.assert_array_equal(balanced.coef_, manual.coef_)
+    # rows of weight 0 take no part: their dual variables stay 0 in every problem, for both multiclass schemes
+    sw = np.where(np.arange(len(y)) % 3 == 0, 0.0, 1.0)
+    for mc in ("ovr", "ovo"):
+        m = PmSVM(C=1.0, random_state=0, multi_class=mc).fit(X, y, sample_weight=sw)
+        assert not m.alpha_[:, sw == 0].any() and m.alpha_[:, sw > 0].any()
+        assert np.mean(m.predict(Xt) == yt) > 0.85
+    # a heavy weight on one class of a binary problem raises its recall, for the dual and the SGD solver
+    yb = y == 4
+    for kw in (dict(), dict(solver="sgd", max_iter=20)):
+        plain = PmSVM(C=0.01, random_state=0, **kw).fit(X, yb).predict(Xt)
+        heavy = PmSVM(C=0.01, random_state=0, class_weight={True: 10.0}, **kw).fit(X, yb).predict(Xt)
+        assert np.mean(heavy[yt == 4]) > np.mean(plain[yt == 4]) and heavy.sum() > plain.sum(), kw
 
 def test_shrinking_stops_at_kkt_on_all_samples(usps):
     # Shrinking (LIBLINEAR's PGmax_old / PGmin_old rule) drops bounded variables from the epochs; the solver may
@@ -239,7 +285,7 @@ def test_labels_sparse_input_and_determinism(pendigits):
 # --- persistence -----------------------------------------------------------------------------------
 def test_save_load_roundtrip(tmp_path, pendigits):
     X, y, Xt, _ = pendigits
-    for kw in (dict(), dict(lut_bins=None, multi_class="ovo")):
+    for kw in (dict(), dict(lut_bins=None, multi_class="ovo", class_weight={3: 2.0, np.int64(5): 0.5})):
         m = PmSVM(C=1.0, random_state=0, **kw).fit(X, y)
         path = m.save(tmp_path / "pm.npz")
         m2 = svmcore.load(path)
@@ -282,6 +328,14 @@ def test_bad_input(pendigits):
             PmSVM(**bad).fit(X, y)
     with pytest.raises(ValueError, match="classes"):
         PmSVM().fit(X, np.zeros(len(X)))
+    with pytest.raises(ValueError, match="no row of positive weight"):
+        PmSVM().fit(X, y, sample_weight=(y != 3).astype(float))
+    with pytest.raises(ValueError, match="no row of positive weight"):
+        PmSVM(class_weight={3: 0.0}).fit(X, y)
+    with pytest.raises(ValueError, match="12"):
+        PmSVM(class_weight={12: 1.0}).fit(X, y)
+    with pytest.raises(ValueError, match="sample_weight"):
+        PmSVM().fit(X, y, sample_weight=-np.ones(len(y)))
     with pytest.raises(ValueError, match="all features are zero"):
         PmSVM().fit(np.zeros((4, 3)), [0, 1, 0, 1])
     with pytest.raises(ValueError, match="not fitted"):

@@ -7,7 +7,9 @@ import scipy.sparse as sp
 from sklearn import svm as sk
 
 import svmcore
+from svmcore._validation import class_sample_weight
 from svmcore.kernels import pairwise_kernel
+from svmcore.multiclass import ovo_pairs
 
 
 def dual_objective(K, coef):
@@ -293,3 +295,99 @@ def test_multiclass_one_vs_one_matches_libsvm(pendigits_small, tmp_path):
     back = svmcore.load(ours.save(tmp_path / "digits.npz"))
     np.testing.assert_array_equal(back.decision_function(Xt), votes)
     assert list(back.classes_) == list("abcdefghij")
+
+
+def _libsvm_pair_coef(ref, y, n):
+    """scikit-learn's dual coefficients as one row per pair (a, b), a < b, over all n training rows, in our
+    orientation (alpha_i y_i with y = +1 for class b); LIBSVM stores pair (a, b)'s coefficients of class a's
+    support vectors in row b - 1 and those of class b's in row a, with y = +1 for class a."""
+    k = len(ref.classes_)
+    sv_class = np.searchsorted(ref.classes_, np.asarray(y)[ref.support_])
+    out = np.zeros((k * (k - 1) // 2, n))
+    for m, (a, b) in enumerate(ovo_pairs(k)):
+        in_a, in_b = sv_class == a, sv_class == b
+        out[m, ref.support_[in_a]] = -ref._dual_coef_[b - 1, in_a]
+        out[m, ref.support_[in_b]] = -ref._dual_coef_[a, in_b]
+    return out
+
+
+@pytest.mark.parametrize("data,class_weight", [
+    ("faces", {0: 0.5, 1: 4.0}), ("faces", "balanced"),
+    ("digits", {np.int64(1): 0.2, 7: 5.0, 9: 2.0}), ("digits", "balanced"),
+])
+def test_class_weight_matches_libsvm(cbcl_small, pendigits_small, data, class_weight):
+    if data == "faces":
+        X, y, Xt = cbcl_small[0][:500], cbcl_small[1][:500], cbcl_small[2][:1000]
+        params = dict(kernel="rbf", gamma=0.02, C=2.0)
+    else:  # digits 1, 3, 7, 9; every fourth row relabelled 1, so that "balanced" weights differ
+        X, y, Xt, _ = pendigits_small
+        keep = np.isin(y, [1, 3, 7, 9])
+        X, y, Xt = X[keep][:600], y[keep][:600].copy(), Xt[:1000]
+        if class_weight == "balanced":
+            y[::4] = 1
+        params = dict(kernel="rbf", gamma=2.0, C=2.0)
+    ours = svmcore.SVC(class_weight=class_weight, **params).fit(X, y)
+    ref = sk.SVC(class_weight=class_weight, **params).fit(X, y)
+    # measured: the same support vectors; coefficients within 0.2-1.0% of the largest box C * w; intercepts
+    # within 5e-4 and decision values within 1.1e-3 (both solvers stop at KKT violation 1e-3)
+    assert np.array_equal(np.sort(ours.support_), np.sort(ref.support_))
+    coef = np.zeros((ours.dual_coef_.shape[0], len(X)))
+    coef[:, ours.support_] = ours.dual_coef_
+    w = class_sample_weight(class_weight, ours.classes_, np.searchsorted(ours.classes_, y))
+    assert np.all(np.abs(coef) <= params["C"] * w * (1 + 1e-12))  # box C * class_weight[y_i]
+    assert np.abs(coef - _libsvm_pair_coef(ref, y, len(X))).max() <= 0.03 * params["C"] * w.max()
+    assert np.abs(ours.intercept_ + ref._intercept_).max() <= 2e-3  # LIBSVM's sign: + for class a
+    F = ours._pairwise_decision(Xt)
+    ref.set_params(decision_function_shape="ovo")
+    G = np.atleast_2d(ref.decision_function(Xt).T).T * (1 if F.shape[1] == 1 else -1)
+    assert np.abs(F - G).max() <= 5e-3 * max(1.0, np.abs(G).max())
+    assert np.mean(ours.predict(Xt) == ref.predict(Xt)) >= 0.998
+
+
+def test_class_weight_is_a_per_class_sample_weight(cbcl_small):
+    X, y = cbcl_small[0][:400], cbcl_small[1][:400]
+    by_class = svmcore.SVC(class_weight={1: 3.0}).fit(X, y)
+    by_row = svmcore.SVC().fit(X, y, sample_weight=np.where(y == 1, 3.0, 1.0))
+    np.testing.assert_array_equal(by_class.dual_coef_, by_row.dual_coef_)
+    both = svmcore.SVC(class_weight="balanced").fit(X, y, sample_weight=np.full(len(y), 2.0))
+    counts = np.bincount(y)
+    manual = svmcore.SVC().fit(X, y, sample_weight=2.0 * len(y) / (2 * counts[y]))
+    np.testing.assert_allclose(both.dual_coef_, manual.dual_coef_, rtol=1e-12)
+    # heavier faces: more faces predicted
+    assert (by_class.predict(X) == 1).sum() >= (svmcore.SVC().fit(X, y).predict(X) == 1).sum()
+
+
+@pytest.mark.parametrize("class_weight,exc,match", [
+    ({0: 1.0, 5: 2.0, "x": 1.0}, ValueError, r"labels \[5, 'x'\] are not among the classes \[0, 1\]"),
+    ({0: -1.0}, ValueError, r"class_weight\[0\]: must be >= 0"),
+    ({1: float("nan")}, ValueError, r"class_weight\[1\]: must be finite"),
+    ({1: float("inf")}, ValueError, "must be finite"),
+    ({1: "heavy"}, TypeError, "expected a real number"),
+    ({1: 0.0}, ValueError, r"classes \[1\] have no row of positive weight"),
+    ({0: 0.0, 1: 0.0}, ValueError, r"classes \[0, 1\] have no row of positive weight"),
+    ("balance", ValueError, "class_weight: unknown value 'balance'"),
+    ([1.0, 2.0], TypeError, "class_weight: expected None, 'balanced' or a dict"),
+])
+def test_bad_class_weight_is_refused(cbcl_small, class_weight, exc, match):
+    X, y = cbcl_small[0][:100], cbcl_small[1][:100]
+    with pytest.raises(exc, match=match):
+        svmcore.SVC(class_weight=class_weight).fit(X, y)
+
+
+def test_class_weight_round_trips_through_model_files(cbcl_small, tmp_path):
+    X, y, Xt = cbcl_small[0][:300], cbcl_small[1][:300], cbcl_small[2][:200]
+    for labels, cw in ((np.array([0, 1]), {np.int64(1): 2.5, np.int64(0): 0.5}),
+                       (np.array(["face", "non-face"])[::-1], {np.str_("face"): 2.5}),
+                       (np.array([-1.0, 1.0]), {1.0: 2.5}), (np.array([False, True]), {True: 2.5}),
+                       (np.array([0, 1]), "balanced")):
+        m = svmcore.SVC(kernel="linear", class_weight=cw).fit(X, labels[y])
+        back = svmcore.load(m.save(tmp_path / "cw.npz"))
+        assert back.class_weight == cw  # the same labels (1 == np.int64(1), "face" == np.str_("face"))
+        if isinstance(cw, dict):
+            assert [type(k) for k in back.class_weight] == [type(k.item() if isinstance(k, np.generic) else k)
+                                                            for k in cw]
+        np.testing.assert_array_equal(back.decision_function(Xt), m.decision_function(Xt))
+        np.testing.assert_array_equal(back.fit(X, labels[y]).dual_coef_, m.dual_coef_)  # refits the same model
+    m = svmcore.SVC(kernel="linear", class_weight={b"face": 2.0}).fit(X, np.array([b"x", b"face"])[y])
+    with pytest.raises(TypeError, match="cannot be stored"):
+        m.save(tmp_path / "bytes.npz")
