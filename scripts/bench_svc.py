@@ -15,7 +15,12 @@ Problems (real data from ../shared/data):
 Both solvers run on one thread (LIBSVM has no other mode): the script sets OPENBLAS_NUM_THREADS and
 NUMBA_NUM_THREADS to 1 unless they are set already; set them to 2 to let svmcore's BLAS use both cores.
 
-Usage: python scripts/bench_svc.py [--problems cbcl,ijcnn1,patches,pendigits] [--cache-size 200] [--data DIR]
+With --probability both fit with probability=True (LIBSVM's 5-fold cross-validation and Platt sigmoids, random_state
+0 for both; the folds differ) and the script also prints both test log-losses and the mean absolute difference of
+their predict_proba.
+
+Usage: python scripts/bench_svc.py [--problems cbcl,ijcnn1,patches,pendigits] [--cache-size 200] [--probability]
+       [--data DIR]
 Needs the bench extra (scikit-learn). Not part of the test suite.
 """
 from __future__ import annotations
@@ -96,7 +101,11 @@ def objective(model, X, coef, support):
 
 
 def run(name, X, y, Xt, yt, params, cache_size):
+    import warnings
+
     from sklearn.svm import SVC as LibSVM
+
+    warnings.filterwarnings("ignore", message=".*probability.*deprecated", category=FutureWarning)  # sklearn 1.9
 
     # compile the numba code outside the timing
     w = np.random.default_rng(0).choice(len(X), 300, replace=False)
@@ -110,6 +119,13 @@ def run(name, X, y, Xt, yt, params, cache_size):
     ref = LibSVM(cache_size=cache_size, **params).fit(X, y)
     t_ref = time.perf_counter() - t
     print(f"LIBSVM:  {t_ref:.2f} s", flush=True)
+    if params.get("probability"):
+        from sklearn.metrics import log_loss
+
+        P, R = ours.predict_proba(Xt), ref.predict_proba(Xt)
+        print(f"predict_proba: test log-loss svmcore {log_loss(yt, P, labels=ours.classes_):.4f}, LIBSVM "
+              f"{log_loss(yt, R, labels=ref.classes_):.4f}; mean |p_svmcore - p_LIBSVM| {np.abs(P - R).mean():.4f}",
+              flush=True)
     p_ours, p_ref = ours.predict(Xt), ref.predict(Xt)
     if len(ours.classes_) == 2:
         obj_ref = objective(ours, X, ref.dual_coef_[0], ref.support_)
@@ -129,13 +145,17 @@ def main():
     ap.add_argument("--problems", default="cbcl,ijcnn1,patches,pendigits")
     ap.add_argument("--cache-size", type=float, default=200.0, help="kernel cache in MB, for both solvers")
     ap.add_argument("--n-patches", type=int, default=100_000)
+    ap.add_argument("--probability", action="store_true", help="fit both with probability=True (Platt scaling)")
     ap.add_argument("--data", type=Path, default=DATA)
     args = ap.parse_args()
     makers = {"cbcl": problem_cbcl, "ijcnn1": problem_ijcnn1,
               "patches": lambda d: problem_patches(d, args.n_patches), "pendigits": problem_pendigits}
     rows = []
     for name in args.problems.split(","):
-        rows.append(run(name, *makers[name](args.data), args.cache_size))
+        X, y, Xt, yt, params = makers[name](args.data)
+        if args.probability:
+            params = {**params, "probability": True, "random_state": 0}
+        rows.append(run(name, X, y, Xt, yt, params, args.cache_size))
     print("\n| problem | n | svmcore s | LIBSVM s | ratio | objective svmcore | objective LIBSVM | rel. diff | "
           "acc svmcore | acc LIBSVM | nSV | corr(f) (2 classes) / equal predictions |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
