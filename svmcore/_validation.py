@@ -127,17 +127,24 @@ def check_scalar(value, name, *, lo=None, hi=None, lo_open=False, hi_open=False,
 def check_random_state(random_state):
     """Return ``random_state`` after checking it is None, an int >= 0, a numpy Generator or a RandomState
     (TypeError / ValueError otherwise)."""
-    if not (random_state is None or isinstance(random_state, (np.random.Generator, np.random.RandomState))):
-        check_scalar(random_state, "random_state", lo=0, integer=True)
-    return random_state
+    if random_state is None or isinstance(random_state, (np.random.Generator, np.random.RandomState)):
+        return random_state
+    try:
+        return check_scalar(random_state, "random_state", lo=0, integer=True)
+    except (TypeError, ValueError) as err:
+        raise type(err)(f"{err} (expected None, an int >= 0, a numpy Generator or RandomState)") from None
 
 
 def make_rng(random_state):
-    """A numpy Generator from a :func:`check_random_state` value: None (fresh entropy), an int (the seed), a
-    Generator (itself) or a RandomState (seeded by its next draw, so that it advances as scikit-learn's do)."""
+    """A numpy Generator from a :func:`check_random_state` value: an int (the seed), a Generator (itself), a
+    RandomState (seeded by its next draw) or None (seeded by a draw from numpy's global RandomState, so that
+    ``np.random.seed`` makes fits reproducible, as scikit-learn's ``random_state=None``)."""
+    random_state = check_random_state(random_state)
+    if random_state is None:
+        random_state = np.random.mtrand._rand
     if isinstance(random_state, np.random.RandomState):
         return np.random.default_rng(random_state.randint(2**31 - 1))
-    return np.random.default_rng(check_random_state(random_state))
+    return np.random.default_rng(random_state)
 
 
 def check_choice(value, name, choices):
@@ -243,4 +250,7 @@ def class_weight_from_json(value):
         return value
     if not all(isinstance(p, list) and len(p) == 2 and isinstance(p[0], (numbers.Real, str)) for p in value):
         raise ValueError(f"class_weight: expected a list of [label, weight] pairs, got {value!r}")
-    return {label: weight for label, weight in value}
+    weights = {label: weight for label, weight in value}
+    if len(weights) != len(value):
+        raise ValueError(f"class_weight: a label appears more than once in {value!r}")
+    return weights

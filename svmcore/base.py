@@ -65,10 +65,13 @@ class BaseEstimator:
     def _get_state(self):
         if not hasattr(self, self._state_arrays[0]):
             raise ValueError(f"this {type(self).__name__} is not fitted yet; nothing to save")
+        self._check_state()  # never write a file that load would refuse (e.g. set_params after fit)
         params = {k: v for k, v in self.get_params().items() if not callable(v)}
         for k, v in params.items():
             if isinstance(v, np.generic):
                 params[k] = v.item()
+        if isinstance(params.get("random_state"), (np.random.Generator, np.random.RandomState)):
+            params["random_state"] = None  # it only seeded fit; a generator's state is not a hyperparameter
         if "class_weight" in params:
             params["class_weight"] = class_weight_to_json(params["class_weight"])
         meta = {}

@@ -143,7 +143,8 @@ def pairwise_coupling(R, pairs, n_classes, *, eps=None, max_iter=None, return_n_
     until max_t |(Qp)_t - p'Qp| < eps; eps = 0.005 / k and max_iter = max(100, k) by default (LIBSVM's
     multiclass_probability, whose operations this repeats one for one). Compiled with numba and looped over
     samples there. With ``return_n_iter`` also returns the iterations per sample, (n,) int64 (max_iter
-    where it did not converge). Raises ValueError for mismatched shapes or values outside (0, 1).
+    where it did not converge). Raises ValueError for mismatched shapes, pairs other than each (a, b), a < b,
+    once, or values outside (0, 1).
     """
     R = np.ascontiguousarray(R, dtype=np.float64)
     pairs = np.ascontiguousarray(pairs, dtype=np.int64).reshape(-1, 2)
@@ -151,6 +152,9 @@ def pairwise_coupling(R, pairs, n_classes, *, eps=None, max_iter=None, return_n_
     if R.ndim != 2 or R.shape[1] != pairs.shape[0] or pairs.shape[0] != k * (k - 1) // 2 or k < 2:
         raise ValueError(f"pairwise_coupling: R {R.shape} must have one column per pair of {k} classes "
                          f"({k * (k - 1) // 2}); got {pairs.shape[0]} pairs")
+    a, b = pairs[:, 0], pairs[:, 1]  # the compiled loop indexes with them unchecked
+    if not ((0 <= a) & (a < b) & (b < k)).all() or len(np.unique(a * k + b)) != len(pairs):
+        raise ValueError(f"pairwise_coupling: pairs must be every (a, b), 0 <= a < b < {k}, once each")
     if not ((R > 0) & (R < 1)).all():
         raise ValueError("pairwise_coupling: pairwise probabilities must lie in (0, 1); clip them first")
     eps = 0.005 / k if eps is None else float(eps)

@@ -361,8 +361,10 @@ class SVC(ClassifierMixin, _KernelSVM):
         m = self._n_models()
         for k in self._prob_arrays:
             a = getattr(self, k)
-            if a.dtype.kind != "f" or a.shape != (m,) or not np.isfinite(a).all():
-                raise ValueError(f"{k} must be a finite float array of shape ({m},), got {a.dtype} {a.shape}")
+            if a.dtype.kind != "f" or a.shape != (m,):
+                raise ValueError(f"{k} must be a float array of shape ({m},), got {a.dtype} {a.shape}")
+            if not np.isfinite(a).all():
+                raise ValueError(f"array {k!r} contains NaN or infinity")
 
     def _get_state(self):
         params, meta, arrays = super()._get_state()

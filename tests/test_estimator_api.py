@@ -125,6 +125,7 @@ def _rewrite(path, out, edit):
     (lambda h, a: h["params"].update(class_weight={"1": 2.0}), r"class_weight: labels \['1'\]"),  # JSON keys
     (lambda h, a: h["params"].update(class_weight=[[1, -2.0]]), r"class_weight\[1\]: must be >= 0"),
     (lambda h, a: h["params"].update(class_weight=[[1]]), "pairs"),
+    (lambda h, a: h["params"].update(class_weight=[[1, 2.0], [1, 3.0]]), "more than once"),
     (lambda h, a: h["params"].update(class_weight="heavy"), "class_weight: unknown value"),
     (lambda h, a: h["params"].update(probability=1), "probability: expected a bool"),
 ])

@@ -219,6 +219,10 @@ def test_random_state_makes_the_folds_reproducible(faces):
     assert np.array_equal(gen.probA_, a.probA_)  # a Generator is used as it is; default_rng(seed) is what an int means
     legacy = svmcore.SVC(probability=True, random_state=np.random.RandomState(0)).fit(X, y)
     assert np.isfinite(legacy.probA_).all()
+    np.random.seed(5)  # random_state=None draws from numpy's global RandomState, as scikit-learn
+    d = svmcore.SVC(probability=True).fit(X, y).probA_
+    np.random.seed(5)
+    assert np.array_equal(svmcore.SVC(probability=True).fit(X, y).probA_, d)
     assert not hasattr(svmcore.SVC(probability=False).fit(X, y), "probA_")
     a.set_params(probability=False).fit(X, y)  # a refit without probabilities drops the old sigmoids
     assert not hasattr(a, "probA_")
@@ -326,3 +330,15 @@ def test_errors(faces, tmp_path):
         pairwise_coupling(np.array([[0.5, 1.0, 0.2]]), ovo_pairs(3), 3)
     with pytest.raises(ValueError, match="one column per pair"):
         pairwise_coupling(np.full((2, 2), 0.5), ovo_pairs(3)[:2], 3)
+    for pairs in ([[0, 1], [0, 2], [1, 10**8]], [[0, 1], [0, 1], [1, 2]], [[0, 0], [1, 1], [2, 2]],
+                  [[0, 1], [0, 2], [-1, 2]]):  # unchecked indices in the compiled loop crashed the interpreter
+        with pytest.raises(ValueError, match="once each"):
+            pairwise_coupling(np.full((2, 3), 0.6), pairs, 3)
+    # save writes only what load accepts: a Generator seed is not stored, bad parameters set after fit refuse
+    g = svmcore.SVC(probability=True, random_state=np.random.default_rng(0)).fit(X, y)
+    back = svmcore.load(g.save(tmp_path / "g.npz"))
+    assert back.random_state is None and np.array_equal(back.predict_proba(X), g.predict_proba(X))
+    for bad in (dict(class_weight={12: 1.0}), dict(C=-1.0), dict(random_state=-3)):
+        with pytest.raises(ValueError):
+            svmcore.SVC(probability=True, random_state=0).fit(X, y).set_params(**bad).save(tmp_path / "bad.npz")
+    assert not (tmp_path / "bad.npz").exists()
