@@ -25,3 +25,39 @@ def cbcl(data_dir):
         "X_test": d["X_test"].reshape(len(d["X_test"]), -1) / 255.0,
         "y_test": d["y_test"].astype(int),
     }
+
+
+@pytest.fixture(scope="session")
+def pendigits_full(data_dir):
+    """pendigits (10 digits, 16 pen coordinates scaled to [0, 1]): X (7494, 16), y, X_test (3498, 16), y_test."""
+    from sklearn.datasets import load_svmlight_file
+
+    d = data_dir / "bench" / "pendigits"
+    X, y = load_svmlight_file(str(d / "pendigits.bz2"), n_features=16)
+    Xt, yt = load_svmlight_file(str(d / "pendigits.t.bz2"), n_features=16)
+    return X.toarray() / 100.0, y.astype(int), Xt.toarray() / 100.0, yt.astype(int)
+
+
+def cbcl_sample(cbcl, n_train, n_test, seed=0):
+    """(X_train, y_train, X_test, y_test): n_train and n_test rows drawn without replacement from the CBCL split."""
+    rng = np.random.default_rng(seed)
+    tr = rng.choice(len(cbcl["X_train"]), n_train, replace=False)
+    te = rng.choice(len(cbcl["X_test"]), n_test, replace=False)
+    return cbcl["X_train"][tr], cbcl["y_train"][tr], cbcl["X_test"][te], cbcl["y_test"][te]
+
+
+@pytest.fixture(scope="session")
+def rewrite_model():
+    """rewrite(path, out, edit): copy the model file at path to out after edit(header, arrays), for the
+    tests of what svmcore.load refuses."""
+    import json
+
+    def rewrite(path, out, edit):
+        with np.load(path) as z:
+            arrays = {k: z[k] for k in z.files}
+        header = json.loads(arrays.pop("__header__").tobytes())
+        edit(header, arrays)
+        np.savez(out, __header__=np.frombuffer(json.dumps(header).encode(), np.uint8), **arrays)
+        return out
+
+    return rewrite

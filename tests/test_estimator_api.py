@@ -3,7 +3,6 @@ unusable before fit with a clear error, and ``svmcore.load`` refuses a file whos
 learned values are missing or invalid instead of silently building another model. Real data: CBCL
 patches (pixels in [0, 1], nonnegative, so PmSVM takes them too)."""
 
-import json
 
 import numpy as np
 import pytest
@@ -101,15 +100,6 @@ def test_failed_pmsvm_refit_keeps_the_old_model(patches):
     assert not hasattr(m, "alpha_")  # the dual variables of the first fit do not describe this one
 
 
-def _rewrite(path, out, edit):
-    with np.load(path) as z:
-        arrays = {k: z[k] for k in z.files}
-    header = json.loads(arrays.pop("__header__").tobytes())
-    edit(header, arrays)
-    np.savez(out, __header__=np.frombuffer(json.dumps(header).encode(), np.uint8), **arrays)
-    return out
-
-
 @pytest.mark.parametrize("edit,match", [
     (lambda h, a: h.update(params={}), "missing parameters"),
     (lambda h, a: h["params"].update(C=-1.0), "C: must be > 0"),
@@ -129,18 +119,18 @@ def _rewrite(path, out, edit):
     (lambda h, a: h["params"].update(class_weight="heavy"), "class_weight: unknown value"),
     (lambda h, a: h["params"].update(probability=1), "probability: expected a bool"),
 ])
-def test_load_refuses_invalid_state(edit, match, patches, tmp_path):
+def test_load_refuses_invalid_state(edit, match, patches, tmp_path, rewrite_model):
     X, y = patches
     path = svmcore.SVC(kernel="poly", degree=2, gamma=0.1, coef0=1.0).fit(X, y).save(tmp_path / "m.npz")
     with pytest.raises(ValueError, match=match):
-        svmcore.load(_rewrite(path, tmp_path / "bad.npz", edit))
+        svmcore.load(rewrite_model(path, tmp_path / "bad.npz", edit))
 
 
-def test_files_from_before_new_parameters_still_load(patches, tmp_path):
+def test_files_from_before_new_parameters_still_load(patches, tmp_path, rewrite_model):
     # SVC files written before class_weight, probability and random_state existed (the shipped detector's)
     X, y = patches
     m = svmcore.SVC(kernel="poly", degree=2, gamma=0.1, coef0=1.0).fit(X, y)
-    old = _rewrite(m.save(tmp_path / "m.npz"), tmp_path / "old.npz",
+    old = rewrite_model(m.save(tmp_path / "m.npz"), tmp_path / "old.npz",
                    lambda h, a: [h["params"].pop(k) for k in ("class_weight", "probability", "random_state")])
     back = svmcore.load(old)
     assert back.class_weight is None and back.probability is False and back.random_state is None

@@ -5,7 +5,6 @@ import h5py
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from sklearn.datasets import load_svmlight_file
 from sklearn.metrics.pairwise import additive_chi2_kernel
 from sklearn.svm import LinearSVC
 
@@ -23,11 +22,9 @@ def usps(data_dir):
 
 
 @pytest.fixture(scope="module")
-def pendigits(data_dir):
-    d = data_dir / "bench" / "pendigits"
-    X, y = load_svmlight_file(str(d / "pendigits.bz2"), n_features=16)
-    Xt, yt = load_svmlight_file(str(d / "pendigits.t.bz2"), n_features=16)
-    return X.toarray()[:3000] / 100.0, y[:3000].astype(int), Xt.toarray()[:2000] / 100.0, yt[:2000].astype(int)
+def pendigits(pendigits_full):
+    X, y, Xt, yt = pendigits_full
+    return X[:3000], y[:3000], Xt[:2000], yt[:2000]
 
 
 @pytest.fixture(scope="module")

@@ -2,7 +2,6 @@
 pairwise coupling against its optimality conditions and an exact solve, and the whole method against
 LIBSVM (scikit-learn's SVC(probability=True)), on real data (CBCL face patches, pendigits)."""
 
-import json
 import warnings
 
 import numpy as np
@@ -12,28 +11,22 @@ from sklearn import svm as sk
 from sklearn.model_selection import cross_val_predict
 
 import svmcore
+from conftest import cbcl_sample
 from svmcore.multiclass import ovo_pairs
 from svmcore.probability import MIN_PROB, fit_sigmoid, pairwise_coupling, sigmoid_predict
 
 
 @pytest.fixture(scope="module")
 def faces(cbcl):
-    rng = np.random.default_rng(0)
-    tr = rng.choice(len(cbcl["X_train"]), 600, replace=False)
-    te = rng.choice(len(cbcl["X_test"]), 2000, replace=False)
-    return cbcl["X_train"][tr], cbcl["y_train"][tr], cbcl["X_test"][te], cbcl["y_test"][te]
+    return cbcl_sample(cbcl, 600, 2000)
 
 
 @pytest.fixture(scope="module")
-def digits(data_dir):
+def digits(pendigits_full):
     """pendigits digits 1, 3, 7, 9 (a 4-class problem): 800 training and 1,500 test rows, features in [0, 1]."""
-    from sklearn.datasets import load_svmlight_file
-
-    X, y = load_svmlight_file(str(data_dir / "bench" / "pendigits" / "pendigits.bz2"), n_features=16)
-    Xt, yt = load_svmlight_file(str(data_dir / "bench" / "pendigits" / "pendigits.t.bz2"), n_features=16)
+    X, y, Xt, yt = pendigits_full
     keep, keep_t = np.isin(y, [1, 3, 7, 9]), np.isin(yt, [1, 3, 7, 9])
-    return (X.toarray()[keep][:800] / 100.0, y[keep][:800].astype(int), Xt.toarray()[keep_t][:1500] / 100.0,
-            yt[keep_t][:1500].astype(int))
+    return X[keep][:800], y[keep][:800], Xt[keep_t][:1500], yt[keep_t][:1500]
 
 
 def sk_svc(**params):
@@ -130,11 +123,8 @@ def _coupling_exact(Q):
     return np.linalg.solve(M, rhs)[:, :k, 0]
 
 
-def test_pairwise_coupling_solves_wu_lin_weng_method_2(data_dir):
-    from sklearn.datasets import load_svmlight_file
-
-    X, y = load_svmlight_file(str(data_dir / "bench" / "pendigits" / "pendigits.bz2"), n_features=16)
-    X, y = X.toarray() / 100.0, y.astype(int)
+def test_pairwise_coupling_solves_wu_lin_weng_method_2(pendigits_full):
+    X, y = pendigits_full[:2]
     keep = np.isin(y, [0, 2, 4, 6, 8])
     clf = svmcore.SVC(kernel="rbf", gamma=2.0, C=1.0, probability=True, random_state=0).fit(X[keep][:700],
                                                                                             y[keep][:700])
@@ -271,15 +261,6 @@ def test_persistence_keeps_predict_proba(digits, tmp_path, kernel):
     assert m.probA_.shape == m.probB_.shape == (6,)
 
 
-def _rewrite(path, out, edit):
-    with np.load(path) as z:
-        arrays = {k: z[k] for k in z.files}
-    header = json.loads(arrays.pop("__header__").tobytes())
-    edit(header, arrays)
-    np.savez(out, __header__=np.frombuffer(json.dumps(header).encode(), np.uint8), **arrays)
-    return out
-
-
 @pytest.mark.parametrize("edit,match", [
     (lambda h, a: a.pop("probB_"), "missing array 'probB_'"),
     (lambda h, a: a.update(probA_=np.zeros(2)), "probA_ must be"),
@@ -289,13 +270,13 @@ def _rewrite(path, out, edit):
     (lambda h, a: h["params"].update(probability="yes"), "probability"),
     (lambda h, a: h["params"].update(random_state=-1), "random_state"),
 ])
-def test_load_refuses_inconsistent_probability_state(faces, tmp_path, edit, match):
+def test_load_refuses_inconsistent_probability_state(faces, tmp_path, edit, match, rewrite_model):
     path = svmcore.SVC(probability=True, random_state=0).fit(faces[0][:200], faces[1][:200]).save(tmp_path / "m.npz")
     with pytest.raises(ValueError, match=match):
-        svmcore.load(_rewrite(path, tmp_path / "bad.npz", edit))
+        svmcore.load(rewrite_model(path, tmp_path / "bad.npz", edit))
     plain = svmcore.SVC().fit(faces[0][:200], faces[1][:200]).save(tmp_path / "plain.npz")
     with pytest.raises(ValueError, match="probability=False"):  # sigmoids without probability=True
-        svmcore.load(_rewrite(plain, tmp_path / "bad2.npz", lambda h, a: a.update(probA_=np.zeros(1),
+        svmcore.load(rewrite_model(plain, tmp_path / "bad2.npz", lambda h, a: a.update(probA_=np.zeros(1),
                                                                                   probB_=np.zeros(1))))
 
 

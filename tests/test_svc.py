@@ -7,6 +7,7 @@ import scipy.sparse as sp
 from sklearn import svm as sk
 
 import svmcore
+from conftest import cbcl_sample
 from svmcore._validation import class_sample_weight
 from svmcore.kernels import pairwise_kernel
 from svmcore.multiclass import ovo_pairs
@@ -19,10 +20,7 @@ def dual_objective(K, coef):
 
 @pytest.fixture(scope="module")
 def cbcl_small(cbcl):
-    rng = np.random.default_rng(0)
-    tr = rng.choice(len(cbcl["X_train"]), 1500, replace=False)
-    te = rng.choice(len(cbcl["X_test"]), 3000, replace=False)
-    return cbcl["X_train"][tr], cbcl["y_train"][tr], cbcl["X_test"][te], cbcl["y_test"][te]
+    return cbcl_sample(cbcl, 1500, 3000)
 
 
 @pytest.fixture(scope="module")
@@ -266,12 +264,9 @@ def test_predict_checks_features_and_fitting(cbcl_small):
 
 
 @pytest.fixture(scope="module")
-def pendigits_small(data_dir):
-    from sklearn.datasets import load_svmlight_file
-
-    X, y = load_svmlight_file(str(data_dir / "bench" / "pendigits" / "pendigits.bz2"), n_features=16)
-    Xt, yt = load_svmlight_file(str(data_dir / "bench" / "pendigits" / "pendigits.t.bz2"), n_features=16)
-    return X.toarray()[:2000] / 100.0, y[:2000].astype(int), Xt.toarray()[:2000] / 100.0, yt[:2000].astype(int)
+def pendigits_small(pendigits_full):
+    X, y, Xt, yt = pendigits_full
+    return X[:2000], y[:2000], Xt[:2000], yt[:2000]
 
 
 def test_multiclass_one_vs_one_matches_libsvm(pendigits_small, tmp_path):
