@@ -141,7 +141,7 @@ def make_rng(random_state):
     ``np.random.seed`` makes fits reproducible, as scikit-learn's ``random_state=None``)."""
     random_state = check_random_state(random_state)
     if random_state is None:
-        random_state = np.random.mtrand._rand
+        return np.random.default_rng(np.random.randint(2**31 - 1))  # the global RandomState's next draw
     if isinstance(random_state, np.random.RandomState):
         return np.random.default_rng(random_state.randint(2**31 - 1))
     return np.random.default_rng(random_state)
