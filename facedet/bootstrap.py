@@ -118,10 +118,10 @@ def bootstrap(detector, negative_images, rounds, *, features=None, labels=None, 
     negative_images: face-free grey (or RGB) arrays. features, labels: the classifier's training set (rows
     of the detector's window features, 1 = face); if None, an SVC's support vectors (the points that define
     it; Syed, Liu, Sung 1999) -- a PmSVM keeps no training rows, so it needs them. sample_weight: optional
-    (n,) weights of those rows for the refits (an SVC's C per row); mined rows get weight 1. evaluate: optional
-    detector -> dict of figures recorded per round. The prefilter and the scanning parameters stay fixed;
-    each round the classifier (its own class and hyperparameters, updated by ``svm_params``) is refitted on
-    the set plus every false positive so far. Returns (final detector, features, labels, list of
+    (n,) weights of those rows for the refits (row i's C is C * weight, SVC or PmSVM); mined rows get weight
+    1. evaluate: optional detector -> dict of figures recorded per round. The prefilter and the scanning
+    parameters stay fixed; each round the classifier (its own class and hyperparameters, updated by
+    ``svm_params``) is refitted on the set plus every false positive so far. Returns (final detector, features, labels, list of
     :class:`Round`); round 0 is the starting detector. Raises ValueError without a training set for a
     classifier that has no support vectors, for rounds < 0, for features without labels, for rows that do not
     match the detector's features, and for weights that do not match the rows (all before any scanning).
