@@ -16,6 +16,7 @@ from pathlib import Path
 
 import cv2
 import numpy as np
+from svmcore._validation import check_scalar
 
 from .imageio import ImageError, read_grey
 from .preprocess import WINDOW
@@ -182,11 +183,13 @@ def augment(windows, mirror=True, shifts=1, angles=(), scales=()):
 def sample_windows(grey, n, rng, min_window=WINDOW):
     """``n`` random square windows of a face-free grey image, each resized to 19x19: (n, 19, 19) uint8.
 
-    Sizes are drawn log-uniformly between ``min_window`` and the image's shorter side.
+    Sizes are drawn log-uniformly between ``min_window`` and the image's shorter side. Raises ValueError for
+    n < 0.
     """
+    check_scalar(n, "n", lo=0, integer=True)
     H, W = grey.shape
     top = min(H, W)
-    if top < min_window:
+    if top < min_window or n == 0:
         return np.empty((0, WINDOW, WINDOW), np.uint8)
     sizes = np.exp(rng.uniform(np.log(min_window), np.log(top), n)).astype(int)
     ys = (rng.random(n) * (H - sizes + 1)).astype(int)

@@ -33,16 +33,10 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 
-_THREADS = "1"
-for _i, _a in enumerate(sys.argv):  # thread limits must be set before numpy/numba/cv2 load
-    if _a == "--threads" and _i + 1 < len(sys.argv):
-        _THREADS = sys.argv[_i + 1]
-    elif _a.startswith("--threads="):
-        _THREADS = _a.split("=", 1)[1]
-for _v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"):
-    os.environ[_v] = _THREADS
+from _threads import limit_threads  # scripts/ is on sys.path when run
+
+limit_threads()  # before numpy, numba and cv2 load
 
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -180,18 +174,21 @@ def main():
                     help="a saved facedet detector to compare as well (repeatable)")
     ap.add_argument("--no-default", action="store_true", help="skip the default facedet model")
     ap.add_argument("--repeat", type=int, default=3, help="timing: best of N runs per image")
-    ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--data", type=Path, default=DATA)
+    ap.add_argument("--threads", type=int, default=1, help="threads for every library (OpenCV, numba, BLAS, dlib)")
+    ap.add_argument("--data", type=Path, default=DATA, help="the shared/data folder")
     ap.add_argument("--no-dlib", action="store_true", help="skip dlib's HOG detector (a shorter run)")
     args = ap.parse_args()
+    missing = [str(p) for p in args.models if not p.is_file()]
+    if missing:  # a mistyped --model must not leave a benchmark of the others only
+        ap.error(f"--model: no such file: {', '.join(missing)}")
     cv2.setNumThreads(args.threads)
 
     detectors = []
     model_paths = [] if args.no_default else [("facedet default", default_model_path())]
     model_paths += [(None, p) for p in args.models]
     for label, path in model_paths:
-        if path is None or not Path(path).exists():
-            print(f"# skipped {label}: no model file found (expected in models/)")
+        if not Path(path).exists():
+            print(f"# skipped {label}: no model file at {path}")
             continue
         try:
             detectors.append(Facedet(path, label))
@@ -262,7 +259,8 @@ def main():
 def window_cost(detectors, args):
     """Per-window cost of each facedet model's features and classifier on the 24,044 CBCL test patches:
     microseconds per window (CPU, best of --repeat), ratio to the default model's, and the patch-level
-    ROC AUC and detection rate at 1% false positives (the cascade not applied). The polynomial SVM scores a 283x283 quadratic form, PmSVM its (324 x 1000) lookup table."""
+    ROC AUC and detection rate at 1% false positives (the cascade not applied). The polynomial SVM scores a
+    283x283 quadratic form, PmSVM its (324 x 1000) lookup table."""
     from facedet.evaluate import detection_rate_at_fpr, roc_auc
 
     d = np.load(args.data / "cbcl_face_db1" / "cbcl_face_db1_19x19_uint8.npz")
@@ -272,6 +270,7 @@ def window_cost(detectors, args):
         if not isinstance(det, Facedet):
             continue
         D = det.detector
+        D.score_features(D.window_features(X[:100]))  # compile and warm up outside the timing
         t_feat = t_score = np.inf
         for _ in range(args.repeat):
             t0 = time.process_time()

@@ -15,7 +15,8 @@ fit is timed and scored on the official test split. Methods:
   and, for multiclass sets, one-vs-one (OneVsOneClassifier, the reference for the PmSVM one-vs-one rows),
   and LinearSVC on the raw features (one-vs-rest, LIBLINEAR).
 
-Everything runs on one thread (numba, BLAS and OpenMP are limited to 1). The timed fits are the fastest of
+Data: ../shared/data beside the repository, or the folder in $FACEDET_DATA. Everything runs on one thread
+(numba, BLAS and OpenMP are limited to 1). The timed fits are the fastest of
 --repeat (default 3) fits on the full training set, for every method but the exact kernel SVM (one run).
 
 Prints per data set: C, fit seconds, the feature map's fit time (same multiclass scheme) / the method's, test

@@ -19,8 +19,8 @@ With --probability both fit with probability=True (LIBSVM's 5-fold cross-validat
 0 for both; the folds differ) and the script also prints both test log-losses and the mean absolute difference of
 their predict_proba.
 
-Usage: python scripts/bench_svc.py [--problems cbcl,ijcnn1,patches,pendigits] [--cache-size 200] [--probability]
-       [--data DIR]
+Usage: python scripts/bench_svc.py [--problems cbcl,ijcnn1,patches,pendigits] [--cache-size 200] [--n-patches N]
+       [--probability] [--data DIR]
 Needs the bench extra (scikit-learn). Not part of the test suite.
 """
 from __future__ import annotations
@@ -70,6 +70,9 @@ def problem_patches(data, n_total=100_000, seed=0):
     nonfaces = X[y == 0]
     scenes = sorted(p for p in (data / "nonface_scenes").rglob("*") if p.suffix.lower() in (".jpg", ".png"))
     need = n_total - len(faces) - len(nonfaces)
+    if need < 0:
+        raise SystemExit(f"--n-patches must be at least {len(faces) + len(nonfaces)} (the augmented CBCL faces and "
+                         f"the CBCL non-faces), got {n_total}")
     rng = np.random.default_rng(seed)
     per = -(-need // len(scenes))
     cut = np.concatenate([sample_windows(read_grey(p), per, rng) for p in scenes])[:need]
@@ -142,14 +145,19 @@ def run(name, X, y, Xt, yt, params, cache_size):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--problems", default="cbcl,ijcnn1,patches,pendigits")
+    ap.add_argument("--problems", default="cbcl,ijcnn1,patches,pendigits",
+                    help="comma-separated, from cbcl, ijcnn1, patches, pendigits")
     ap.add_argument("--cache-size", type=float, default=200.0, help="kernel cache in MB, for both solvers")
-    ap.add_argument("--n-patches", type=int, default=100_000)
+    ap.add_argument("--n-patches", type=int, default=100_000,
+                    help="size of the patches problem (>= 28,838: the augmented faces and CBCL non-faces)")
     ap.add_argument("--probability", action="store_true", help="fit both with probability=True (Platt scaling)")
-    ap.add_argument("--data", type=Path, default=DATA)
+    ap.add_argument("--data", type=Path, default=DATA, help="the shared/data folder")
     args = ap.parse_args()
     makers = {"cbcl": problem_cbcl, "ijcnn1": problem_ijcnn1,
               "patches": lambda d: problem_patches(d, args.n_patches), "pendigits": problem_pendigits}
+    unknown = set(args.problems.split(",")) - set(makers)
+    if unknown:
+        ap.error(f"--problems: unknown {sorted(unknown)}; choose from {sorted(makers)}")
     rows = []
     for name in args.problems.split(","):
         X, y, Xt, yt, params = makers[name](args.data)

@@ -20,14 +20,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import time
 from pathlib import Path
 
 if __name__ == "__main__":  # thread counts must be fixed before numpy/numba load
-    _threads = sys.argv[sys.argv.index("--threads") + 1] if "--threads" in sys.argv else "1"
-    for _v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"):
-        os.environ.setdefault(_v, _threads)
+    from _threads import limit_threads  # scripts/ is on sys.path when run
+
+    limit_threads(override=False)
 
 import warnings  # noqa: E402
 
@@ -133,11 +132,11 @@ def bench_kernel(name, X, X_star, y, X_test, y_test, repeats, qp_max):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", type=Path, default=DATA)
+    parser.add_argument("--data", type=Path, default=DATA, help="the shared/data folder")
     parser.add_argument("--sizes", default="500,1000,2000,4000,6977", help="CBCL training-set sizes")
     parser.add_argument("--kernel-max", type=int, default=2000, help="largest n for the kernel methods")
     parser.add_argument("--qp-max", type=int, default=1000, help="largest n for the cvxopt baseline")
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=3, help="fits per timing; the median is reported")
     parser.add_argument("--tol", type=float, default=1e-2, help="projected-gradient tolerance (both linear solvers)")
     parser.add_argument("--threads", default="1", help="BLAS/numba threads (set before import)")
     args = parser.parse_args()

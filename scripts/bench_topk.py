@@ -132,8 +132,8 @@ def bench_training(name, C=1.0, lib_tols=(1e-1, 1e-4), repeat=3):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="letter and usps only")
-    ap.add_argument("--skip-projections", action="store_true")
-    ap.add_argument("--projections-only", action="store_true")
+    ap.add_argument("--skip-projections", action="store_true", help="skip the top-k simplex projection timings")
+    ap.add_argument("--projections-only", action="store_true", help="only the projection timings")
     ap.add_argument("--repeat", type=int, default=3, help="alternating LIBLINEAR / TopKSVM runs per matched gap")
     args = ap.parse_args()
     if not args.skip_projections:

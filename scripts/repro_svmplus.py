@@ -16,16 +16,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import time
 from pathlib import Path
 
 if __name__ == "__main__":  # thread counts must be fixed before numpy/numba load
-    _threads = "1"
-    if "--threads" in sys.argv:
-        _threads = sys.argv[sys.argv.index("--threads") + 1]
-    for _v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"):
-        os.environ.setdefault(_v, _threads)
+    from _threads import limit_threads  # scripts/ is on sys.path when run
+
+    limit_threads(override=False)
 
 import warnings  # noqa: E402
 
@@ -136,8 +133,8 @@ def print_table(title, kind, rows):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
-    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="the shared/data folder")
+    parser.add_argument("--repeats", type=int, default=7, help="random training subsets per table cell")
     parser.add_argument("--threads", type=str, default="1", help="BLAS/numba threads (set before import)")
     args = parser.parse_args()
     raw = load(args.data)

@@ -56,8 +56,9 @@ SCAN = {"scale_factor": 1.1, "stride": 2, "refine": 0.0}
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", type=Path, default=DATA, help="shared/data folder")
-    ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--out", type=Path, default=ROOT / "models" / "default_detector.npz")
+    ap.add_argument("--rounds", type=int, default=2, help="bootstrapping rounds, before and after the photo faces")
+    ap.add_argument("--out", type=Path, default=ROOT / "models" / "default_detector.npz",
+                    help="model file (default: replaces the shipped models/default_detector.npz)")
     args = ap.parse_args()
     t_start = time.perf_counter()
 

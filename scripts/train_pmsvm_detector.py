@@ -37,10 +37,10 @@ AUGMENTATION = {"mirror": True, "shifts": 0, "angles": (-10, 10)}
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", type=Path, default=DATA, help="shared/data folder")
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--C", type=float, default=1.0)
+    ap.add_argument("--rounds", type=int, default=3, help="bootstrapping rounds on the negative images")
+    ap.add_argument("--C", type=float, default=1.0, help="PmSVM's C")
     ap.add_argument("--p", type=float, default=-1.0, help="power mean: -1 chi-square, -8 ~ intersection")
-    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--out", type=Path, required=True, help="model file to write")
     args = ap.parse_args()
     t_start = time.perf_counter()
     pmsvm_params = {"C": args.C, "p": args.p, "random_state": 0}

@@ -95,6 +95,9 @@ def test_augment_mirror_and_shifts(cbcl_npz):
 
 def test_sample_windows_from_face_free_image(data_dir):
     g = read_grey(data_dir / "nonface_scenes" / "skimage" / "coffee.png")
+    assert sample_windows(g, 0, np.random.default_rng(0)).shape == (0, 19, 19)
+    with pytest.raises(ValueError, match="n: must be >= 0"):
+        sample_windows(g, -3, np.random.default_rng(0))
     w = sample_windows(g, 50, np.random.default_rng(0))
     assert w.shape == (50, 19, 19) and w.dtype == np.uint8 and w.std() > 0
     assert to_window(g).shape == (19, 19)

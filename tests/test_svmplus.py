@@ -7,8 +7,7 @@ import scipy.sparse as sp
 import svmcore
 from svmcore import qp_baselines as qb
 from svmcore.kernels import KernelSpec, kernel_block
-from svmcore.svmplus import (KernelSVMPlus, LinearSVMPlus, correcting_gram, l2_svmplus_q,
-                             mean_distance_gamma)
+from svmcore.svmplus import (KernelSVMPlus, LinearSVMPlus, correcting_gram, mean_distance_gamma)
 
 import cvxopt  # noqa: F401  (the reference QP solver, from the test extra)
 
