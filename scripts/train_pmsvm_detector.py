@@ -14,20 +14,27 @@
    (facedet.bootstrap.choose_threshold), thresholds -1..3: PmSVM scores of faces reach higher than the
    polynomial SVM's.
 
-Usage: PYTHONPATH=. python scripts/train_pmsvm_detector.py [--rounds 3] [--C 1] [--p -1] --out PATH
+Usage: PYTHONPATH=. python scripts/train_pmsvm_detector.py [--rounds 3] [--C 1] [--p -1] --out PATH [--threads 1]
+
+Runs on one thread unless --threads says otherwise: multi-threaded float sums can move windows across the
+threshold, so results are reproducible at a given thread count.
 """
 from __future__ import annotations
 
-import argparse
-import time
-from pathlib import Path
+from _threads import limit_threads  # scripts/ is on sys.path when run
 
-import numpy as np
+limit_threads()  # before numpy, numba and BLAS load
 
-from facedet.bootstrap import bootstrap, calibrate_box, choose_threshold
-from facedet.detector import train_pmsvm_detector
+import argparse  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
 
-from _training_data import evaluate_scenes, load_training_data, log_round, report  # scripts/ is on sys.path when run
+import numpy as np  # noqa: E402
+
+from facedet.bootstrap import bootstrap, calibrate_box, choose_threshold  # noqa: E402
+from facedet.detector import train_pmsvm_detector  # noqa: E402
+
+from _training_data import evaluate_scenes, load_training_data, log_round, report  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data"
@@ -41,6 +48,7 @@ def main():
     ap.add_argument("--C", type=float, default=1.0, help="PmSVM's C")
     ap.add_argument("--p", type=float, default=-1.0, help="power mean: -1 chi-square, -8 ~ intersection")
     ap.add_argument("--out", type=Path, required=True, help="model file to write")
+    ap.add_argument("--threads", default="1", help="threads for numba and BLAS")
     args = ap.parse_args()
     t_start = time.perf_counter()
     pmsvm_params = {"C": args.C, "p": args.p, "random_state": 0}
