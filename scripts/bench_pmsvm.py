@@ -189,11 +189,11 @@ def bench(name, Xtr, ytr, Xte, yte, SVC, svc_name, repeat=3):
         pick_and_fit("PmSVM-LUT 6 anchors (ovo)", lambda C: PmSVM(C=C, n_anchors=6, multi_class="ovo", **pm), "ovo")
     pick_and_fit("PmSVM-LUT 6 anchors (ovr)", lambda C: PmSVM(C=C, n_anchors=6, **pm))
     pick_and_fit("PmSVM-SGD (ovr, LUT, 20 epochs)", lambda C: PmSVM(C=C, solver="sgd", max_iter=20, **pm))
-    pick_and_fit(fm, lambda C: make_pipeline(AdditiveChi2Sampler(sample_steps=2), LinearSVC(C=C)))
+    pick_and_fit(fm, lambda C: make_pipeline(AdditiveChi2Sampler(sample_steps=2), LinearSVC(C=C, random_state=0)))
     if multiclass:  # the same map and solver, one LinearSVC per pair of classes: the reference for ovo rows
         pick_and_fit(fm + " (ovo)", lambda C: make_pipeline(AdditiveChi2Sampler(sample_steps=2),
-                                                            OneVsOneClassifier(LinearSVC(C=C))), "ovo")
-    pick_and_fit("LinearSVC", lambda C: LinearSVC(C=C))
+                                                            OneVsOneClassifier(LinearSVC(C=C, random_state=0))), "ovo")
+    pick_and_fit("LinearSVC", lambda C: LinearSVC(C=C, random_state=0))
 
     K, gram_sec = timed(lambda: power_mean_kernel(Xtr, p=P))
     for mc in (("ovo", "ovr") if multiclass else ("ovr",)):
@@ -251,7 +251,8 @@ def bench(name, Xtr, ytr, Xte, yte, SVC, svc_name, repeat=3):
     for loss in ("hinge", "squared_hinge"):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)
-            its = np.array([LinearSVC(C=C, loss=loss, dual=True, tol=0.1, max_iter=1000).fit(Z, ytr == c).n_iter_
+            its = np.array([LinearSVC(C=C, random_state=0, loss=loss, dual=True, tol=0.1, max_iter=1000)
+                            .fit(Z, ytr == c).n_iter_
                             for c in classes])
         print(f"| LIBLINEAR dual CD, {loss} | {np.median(its):.0f} / {its.max()} ({np.mean(its < 10):.0%}) |")
     it = PmSVM(C=C, max_iter=1000, **pm).fit(Xtr, ytr).n_iter_

@@ -99,7 +99,8 @@ def median_time(fit, repeats):
 def bench_linear(name, X, X_star, y, X_test, y_test, repeats, qp_max, tol):
     from sklearn.svm import LinearSVC
 
-    svm, t_svm = median_time(lambda: LinearSVC(C=1.0, loss="hinge", tol=tol, max_iter=100000).fit(X, y), repeats)
+    svm, t_svm = median_time(
+        lambda: LinearSVC(C=1.0, random_state=0, loss="hinge", tol=tol, max_iter=100000).fit(X, y), repeats)
     plus, t_plus = median_time(lambda: LinearSVMPlus(C=1.0, gamma=1.0, tol=tol, max_iter=100000,
                                                      random_state=0).fit(X, X_star, y), repeats)
     qp_cell, ratio_cell = "-", "-"

@@ -92,13 +92,14 @@ def bench_training(name, C=1.0, lib_tols=(1e-1, 1e-4), repeat=3):
     for tol in lib_tols:
         with Clock() as c, warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            ref = LinearSVC(multi_class="crammer_singer", fit_intercept=False, C=C, tol=tol, max_iter=100000).fit(X, y)
+            ref = LinearSVC(multi_class="crammer_singer", fit_intercept=False, random_state=0, C=C, tol=tol,
+                            max_iter=100000).fit(X, y)
         p = primal_of(ref.coef_, ref.classes_, X, y, C)
         lib.append((tol, c, (p - d_best) / p))
         rows.append((f"LinearSVC crammer_singer tol={tol:g}", c, p, (p - d_best) / p, ref.n_iter_))
     with Clock() as c, warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        LinearSVC(fit_intercept=False, C=C, max_iter=100000).fit(X, y)
+        LinearSVC(fit_intercept=False, random_state=0, C=C, max_iter=100000).fit(X, y)
     rows.append(("LinearSVC one-vs-rest (sq. hinge)", c, np.nan, np.nan, np.nan))
     # TopKSVM stopped at the relative gap that LIBLINEAR's solution is certified to have; LIBLINEAR and TopKSVM are
     # run alternately `repeat` times and the smallest CPU time of each is compared (the machine is shared)
@@ -109,7 +110,7 @@ def bench_training(name, C=1.0, lib_tols=(1e-1, 1e-4), repeat=3):
         for _ in range(repeat - 1):
             with Clock() as c, warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                LinearSVC(multi_class="crammer_singer", fit_intercept=False, C=C, tol=tol_lib,
+                LinearSVC(multi_class="crammer_singer", fit_intercept=False, random_state=0, C=C, tol=tol_lib,
                           max_iter=100000).fit(X, y)
             lib_cpu.append(c.cpu)
             with Clock() as c:

@@ -92,7 +92,8 @@ def run_table(kind, d, repeats, widths=(1.0,)):
     only_c = [{"C": C} for C in C_GRID]
     if kind == "linear":
         methods = [
-            ("SVM (LIBLINEAR, no x*)", lambda **p: LinearSVC(loss="hinge", tol=1e-3, max_iter=100000, **p), only_c, False),
+            ("SVM (LIBLINEAR, no x*)",
+             lambda **p: LinearSVC(loss="hinge", random_state=0, tol=1e-3, max_iter=100000, **p), only_c, False),
             ("SVM+ QP dual (4), cvxopt", lambda **p: SVMPlusQP(kernel="linear", kernel_star="linear", **p), both, True),
             ("ours LinearSVMPlus (DCD)", lambda **p: LinearSVMPlus(random_state=0, **p), both, True),
         ]

@@ -64,7 +64,7 @@ class OvA:
     """One-vs-all linear SVM (hinge loss) exposing decision_function and classes_."""
 
     def __init__(self, C, tol):
-        self.model = LinearSVC(C=C, loss="hinge", fit_intercept=False, tol=tol, max_iter=5000)
+        self.model = LinearSVC(C=C, random_state=0, loss="hinge", fit_intercept=False, tol=tol, max_iter=5000)
 
     def fit(self, X, y):
         with warnings.catch_warnings():
