@@ -44,8 +44,9 @@ def log_round(info):
     if info.get("event") == "round":
         r = info["round"]
         svs = f"{r.n_support} SVs, " if r.n_support else ""
+        scenes = "".join(f"; {split} DR {dr:.2f} / FP {fp} / AP {ap:.2f}" for split, (dr, fp, ap) in r.scores.items())
         print(f"  round {r.round}: {r.n_nonfaces} non-faces, {svs}{r.fp_windows} FP windows / {r.fp_detections} "
-              f"FP detections on negatives, {r.scores}", flush=True)
+              f"FP detections on negatives{scenes}", flush=True)
 
 
 def report(det, ops, table, evaluate):

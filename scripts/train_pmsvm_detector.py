@@ -36,6 +36,11 @@ from facedet.detector import train_pmsvm_detector  # noqa: E402
 
 from _training_data import evaluate_scenes, load_training_data, log_round, report  # noqa: E402
 
+
+def fmt_box(box):
+    """The window-to-box map (dx, dy, scale) as the calibration prints it."""
+    return f"dx={box[0]:+.3f} dy={box[1]:+.3f} scale={box[2]:.3f}"
+
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data"
 AUGMENTATION = {"mirror": True, "shifts": 0, "angles": (-10, 10)}
@@ -65,11 +70,11 @@ def main():
                                           pmsvm_params=pmsvm_params)
     det = calibrate_box(det, train_items)[0]
     print(f"trained round 0 in {time.perf_counter() - t:.0f} s; prefilter stages: {len(det.prefilter.thresholds)}; "
-          f"box map {det.box}")
+          f"box map {fmt_box(det.box)}")
     det, F, labels, table = bootstrap(det, negatives, args.rounds, features=F, labels=labels, evaluate=evaluate,
                                       callback=log_round)
     det = calibrate_box(det, train_items)[0]
-    print(f"  epochs of the last fit: {int(det.classifier.n_iter_[0])}; box map {det.box}")
+    print(f"  epochs of the last fit: {int(det.classifier.n_iter_[0])}; box map {fmt_box(det.box)}")
 
     items = train_items + [(g, np.zeros((0, 4))) for g in negatives]
     det, ops = choose_threshold(det, items, candidates=np.round(np.arange(-1.0, 3.01, 0.1), 2), neighbors=(1, 2, 3))
