@@ -53,7 +53,7 @@ def report(det, ops, table, evaluate):
     """Print the operating points considered (``choose_threshold`` rows), the one chosen, the per-round
     bootstrapping table ((name, facedet.bootstrap.Round) pairs) and the final figures of ``det``."""
     print("  operating points on train split + negatives (threshold, min_neighbors, hits, false positives):")
-    print("   ", " ".join(f"({t:+.1f}, {k}, {h}, {f})" for t, k, h, f in ops))
+    print("   ", " ".join(f"({t + 0.0:+.1f}, {k}, {h}, {f})" for t, k, h, f in ops))  # + 0.0: no "-0.0"
     print(f"  chosen threshold {det.threshold:+.2f}, min_neighbors {det.min_neighbors} "
           "(top of the longest max-F1 run)\n")
     print("| round | non-face patches | SVs | FP windows on negatives | FP detections on negatives "
@@ -61,7 +61,7 @@ def report(det, ops, table, evaluate):
     print("|---|---|---|---|---|---|---|")
     for name, r in table:
         tr, te = r.scores["train"], r.scores["test"]
-        print(f"| {name} | {r.n_nonfaces} | {r.n_support} | {r.fp_windows} | {r.fp_detections} "
+        print(f"| {name} | {r.n_nonfaces} | {r.n_support or '-'} | {r.fp_windows} | {r.fp_detections} "
               f"| {tr[0]:.2f} / {tr[1]} | {te[0]:.2f} / {te[1]} / {te[2]:.2f} |")
     final = evaluate(det)
     print(f"\nfinal (threshold {det.threshold:+.2f}, min_neighbors {det.min_neighbors}): train DR "

@@ -98,7 +98,8 @@ def main():
                      detection_rate_at_fpr(scores, y_test, 0.01), detection_rate_at_fpr(scores, y_test, 0.1)))
         print(f"  {label}: C={C:g}, {n_sv} SVs, AUC {rows[-1][4]:.4f}, {time.perf_counter() - t0:.1f} s", flush=True)
     print()
-    print("| preprocessing | features | C (CV on train) | support vectors | ROC AUC | detection rate at 1% FPR "
+    print(f"| preprocessing | features | C ({'fixed' if args.C is not None else 'CV on train'}) | support vectors "
+          "| ROC AUC | detection rate at 1% FPR "
           "| detection rate at 10% FPR |")
     print("|---|---:|---:|---:|---:|---:|---:|")
     for label, p, C, n_sv, auc, dr1, dr10 in rows:
