@@ -39,6 +39,11 @@ def evaluate_scenes(det, ann, images):
     return out
 
 
+def fmt_box(box):
+    """A detector's window-to-box map (dx, dy, scale) for the training logs."""
+    return f"dx={box[0]:+.3f} dy={box[1]:+.3f} scale={box[2]:.3f}"
+
+
 def log_round(info):
     """bootstrap callback: one line per round (support vectors only for a classifier that has them)."""
     if info.get("event") == "round":

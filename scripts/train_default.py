@@ -38,7 +38,7 @@ from facedet.detector import Detector  # noqa: E402
 from facedet.features import window_features  # noqa: E402
 from facedet.patches import augment  # noqa: E402
 
-from _training_data import evaluate_scenes, lfw_faces, load_training_data, log_round, report  # noqa: E402
+from _training_data import evaluate_scenes, fmt_box, lfw_faces, load_training_data, log_round, report  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data"
@@ -78,8 +78,7 @@ def main():
 
     def calibrated(det):
         det, n = calibrate_box(det, [(images[n], ann["train"][n][0]) for n in ann["train"]])
-        print(f"  box calibration on {n} train-split faces: dx={det.box[0]:+.3f} dy={det.box[1]:+.3f} "
-              f"scale={det.box[2]:.3f}")
+        print(f"  box calibration on {n} train-split faces: {fmt_box(det.box)}")
         return det
 
     t = time.perf_counter()

@@ -34,12 +34,7 @@ import numpy as np  # noqa: E402
 from facedet.bootstrap import bootstrap, calibrate_box, choose_threshold  # noqa: E402
 from facedet.detector import train_pmsvm_detector  # noqa: E402
 
-from _training_data import evaluate_scenes, load_training_data, log_round, report  # noqa: E402
-
-
-def fmt_box(box):
-    """The window-to-box map (dx, dy, scale) as the calibration prints it."""
-    return f"dx={box[0]:+.3f} dy={box[1]:+.3f} scale={box[2]:.3f}"
+from _training_data import evaluate_scenes, fmt_box, load_training_data, log_round, report  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data"
