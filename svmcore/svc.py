@@ -200,7 +200,8 @@ class SVC(ClassifierMixin, _KernelSVM):
     n / (n_classes * bincount(y)) over all training rows, also for the one-vs-one pairs; labels missing
     from the dict weigh 1); probability (bool: fit Platt sigmoids for :meth:`predict_proba`, about 5 times
     the training cost); random_state (None | int >= 0 | numpy Generator / RandomState: the folds of the
-    probability cross-validation; unused when probability=False).
+    probability cross-validation, None drawing from numpy's global RandomState as scikit-learn; unused when
+    probability=False).
 
     Learned: classes_ (k,), support_ (n_SV,) int64 (training rows that are a support vector of any pair),
     support_vectors_ (n_SV, d) float64, dual_coef_ (m, n_SV) = alpha_i y_i of each of the m = k(k-1)/2
