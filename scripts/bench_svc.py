@@ -25,10 +25,9 @@ Needs the bench extra (scikit-learn). Not part of the test suite.
 """
 from __future__ import annotations
 
-import os
+from _threads import limit_threads  # scripts/ is on sys.path when run
 
-for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"):
-    os.environ.setdefault(_var, "1")
+limit_threads(override=False)  # before numpy and numba load
 
 import argparse  # noqa: E402
 import time  # noqa: E402

@@ -7,7 +7,7 @@ import numbers
 import numpy as np
 
 from . import persistence
-from ._validation import class_weight_from_json, class_weight_to_json
+from ._validation import class_sample_weight, class_weight_from_json, class_weight_to_json
 
 
 class BaseEstimator:
@@ -121,6 +121,8 @@ class BaseEstimator:
             v = getattr(self, k)
             if isinstance(v, bool) or not isinstance(v, numbers.Real) or not np.isfinite(v):
                 raise ValueError(f"{k} must be a finite number, got {v!r}")
+        if getattr(self, "class_weight", None) is not None and hasattr(self, "classes_"):
+            class_sample_weight(self.class_weight, self.classes_, np.zeros(0, dtype=np.int64))  # labels are classes
 
     def save(self, path):
         """Save the fitted model to ``path`` (.npz arrays + JSON header, written atomically); returns the

@@ -36,8 +36,7 @@ import scipy.sparse as sp
 
 from . import persistence
 from ._validation import (check_array, check_choice, check_class_weight, check_fitted, check_labels,
-                          check_n_features, check_random_state, check_scalar, class_sample_weight, make_rng,
-                          row_weights)
+                          check_n_features, check_random_state, check_scalar, make_rng, row_weights)
 from .base import BaseEstimator, ClassifierMixin
 from .multiclass import ovo_pairs, ovo_votes
 
@@ -723,5 +722,4 @@ class PmSVM(ClassifierMixin, BaseEstimator):
             raise ValueError("intercept_ and n_iter_ must have one entry per model")
         if not (isinstance(self.x_max_, float) and self.x_max_ > 0):
             raise ValueError(f"x_max_ must be a positive number, got {self.x_max_!r}")
-        class_sample_weight(self.class_weight, self.classes_, np.zeros(0, dtype=np.int64))  # labels among classes_
         self._build_table()  # derived from coef_, so it is not stored

@@ -13,8 +13,7 @@ import scipy.sparse as sp
 
 from . import persistence
 from ._validation import (NotFittedError, check_array, check_choice, check_class_weight, check_fitted, check_labels,
-                          check_n_features, check_random_state, check_sample_weight, check_scalar, class_sample_weight,
-                          make_rng, row_weights)
+                          check_n_features, check_random_state, check_sample_weight, check_scalar, make_rng, row_weights)
 from .base import BaseEstimator, ClassifierMixin
 from .kernels import KernelSpec, kernel_block, resolve_kernel
 from .multiclass import ovo_pairs, ovo_votes
@@ -356,7 +355,6 @@ class SVC(ClassifierMixin, _KernelSVM):
         if self.classes_.ndim != 1 or self.classes_.shape[0] < 2:
             raise ValueError(f"classes_ must hold at least 2 labels, got shape {self.classes_.shape}")
         super()._check_state()
-        class_sample_weight(self.class_weight, self.classes_, np.zeros(0, dtype=np.int64))  # labels among classes_
 
     def _check_probability_state(self):
         m = self._n_models()
