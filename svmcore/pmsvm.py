@@ -304,18 +304,40 @@ def _shuffle(index, size, state):
     return state
 
 
+# Rows reach the solvers as (indptr, indices, codes): CSR positions, each coding its e(x) / beta(x) row in
+# ev / beta. Mostly nonzero data come dense instead (``indices`` empty): row i is codes[i d:(i + 1) d], zeros
+# coded to an all-zero last row of ev and beta. The fixed stride saves the index loads: 1.3-1.4x faster on
+# pendigits (87% nonzero) and CBCL HOG (98%), slower below about half nonzero (USPS, 41%: 0.8x).
+DENSE_FROM = 0.7  # nonzero fraction from which fit uses the dense layout
+
+
+@nb.njit(cache=True, inline="always")
+def _row_span(i, indptr, indices, d):
+    """(lo, hi, dense): row i's positions in codes, and whether the layout is dense (j = q - lo)."""
+    if indices.shape[0] == 0:
+        return i * d, i * d + d, True
+    return indptr[i], indptr[i + 1], False
+
+
 @nb.njit(cache=True)
 def _margin(i, indptr, indices, codes, ev, w, bias_w):
     """sum over the nonzeros q of row i of e(x_q)^T w_j (e(x_q) = ev[codes[q]]), plus bias_w."""
+    lo, hi, dense = _row_span(i, indptr, indices, w.shape[0])
     f = 0.0
-    if ev.shape[1] == 3:  # the paper's basis, written out: 1.2-1.4x faster on USPS / CBCL HOG than the loop
-        for q in range(indptr[i], indptr[i + 1]):
+    # the paper's basis written out (1.2-1.4x faster on USPS / CBCL HOG than the loop), the dense layout apart
+    # (testing the layout at every position costs 7% on pendigits)
+    if ev.shape[1] == 3 and dense:
+        for j in range(hi - lo):
+            c = codes[lo + j]
+            f += ev[c, 0] * w[j, 0] + ev[c, 1] * w[j, 1] + ev[c, 2] * w[j, 2]
+    elif ev.shape[1] == 3:
+        for q in range(lo, hi):
             j = indices[q]
             c = codes[q]
             f += ev[c, 0] * w[j, 0] + ev[c, 1] * w[j, 1] + ev[c, 2] * w[j, 2]
     else:
-        for q in range(indptr[i], indptr[i + 1]):
-            j = indices[q]
+        for q in range(lo, hi):
+            j = q - lo if dense else indices[q]
             c = codes[q]
             for b in range(ev.shape[1]):
                 f += ev[c, b] * w[j, b]
@@ -325,16 +347,23 @@ def _margin(i, indptr, indices, codes, ev, w, bias_w):
 @nb.njit(cache=True)
 def _add_row(i, indptr, indices, codes, beta, w, step):
     """w_j += step * beta(x_q) for the nonzeros q of row i (beta(x_q) = beta[codes[q]])."""
-    if beta.shape[1] == 3:
-        for q in range(indptr[i], indptr[i + 1]):
+    lo, hi, dense = _row_span(i, indptr, indices, w.shape[0])
+    if beta.shape[1] == 3 and dense:
+        for j in range(hi - lo):
+            c = codes[lo + j]
+            w[j, 0] += step * beta[c, 0]
+            w[j, 1] += step * beta[c, 1]
+            w[j, 2] += step * beta[c, 2]
+    elif beta.shape[1] == 3:
+        for q in range(lo, hi):
             j = indices[q]
             c = codes[q]
             w[j, 0] += step * beta[c, 0]
             w[j, 1] += step * beta[c, 1]
             w[j, 2] += step * beta[c, 2]
     else:
-        for q in range(indptr[i], indptr[i + 1]):
-            j = indices[q]
+        for q in range(lo, hi):
+            j = q - lo if dense else indices[q]
             c = codes[q]
             for b in range(beta.shape[1]):
                 w[j, b] += step * beta[c, b]
@@ -631,6 +660,13 @@ class PmSVM(ClassifierMixin, BaseEstimator):
             ev = explanatory_variables(nodes, n_basis)
             beta = regression_weights(nodes, anchors, self.p)
         beta *= x_max  # back to feature units: k(q, x) = s k(q/s, x/s)
+        indptr, indices = X.indptr.astype(itype), X.indices.astype(itype)
+        if X.nnz >= DENSE_FROM * n * d:
+            dense = np.full(n * d, len(ev), dtype=itype)
+            dense[np.repeat(np.arange(n) * d, np.diff(X.indptr)) + X.indices] = codes
+            codes, indices = dense, indices[:0]
+            ev = np.vstack([ev, np.zeros((1, n_basis))])
+            beta = np.vstack([beta, np.zeros((1, n_basis))])
         pairs = self._pairs(len(classes))
         n_models = len(pairs)
         pos = y_index[None, :] == pairs[:, 1:2]
@@ -642,7 +678,6 @@ class PmSVM(ClassifierMixin, BaseEstimator):
         W = np.zeros((n_models, d, n_basis))
         bias = np.zeros(n_models)
         n_iter = np.zeros(n_models, dtype=np.int64)
-        indptr, indices = X.indptr.astype(itype), X.indices.astype(itype)
         if self.solver == "dcd":
             C_i = self.C * row_weight
             with np.errstate(divide="ignore"):  # rows of weight 0 take no step (Y = 0)

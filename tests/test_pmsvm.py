@@ -279,6 +279,22 @@ def test_labels_sparse_input_and_determinism(pendigits):
         assert np.mean(PmSVM(C=1.0, p=p, random_state=0).fit(X, y).predict(Xt) == pendigits[3]) > 0.8
 
 
+def test_dense_and_sparse_row_layouts_train_the_same_model(pendigits, monkeypatch):
+    # pendigits is 87% nonzero: fit takes the dense layout; forced to the CSR layout, every iterate is the same
+    X, y = pendigits[0][:1500], pendigits[1][:1500]
+    assert np.mean(X > 0) > svmcore.pmsvm.DENSE_FROM
+    for kw in (dict(), dict(lut_bins=None), dict(n_anchors=5, multi_class="ovo"), dict(solver="sgd", max_iter=5),
+               dict(loss="squared_hinge", lut_bins=None, n_anchors=4)):
+        dense = PmSVM(C=1.0, random_state=0, **kw).fit(X, y)
+        monkeypatch.setattr(svmcore.pmsvm, "DENSE_FROM", 1.01)
+        csr = PmSVM(C=1.0, random_state=0, **kw).fit(X, y)
+        monkeypatch.undo()
+        np.testing.assert_array_equal(dense.coef_, csr.coef_)
+        np.testing.assert_array_equal(dense.intercept_, csr.intercept_)
+        np.testing.assert_array_equal(dense.n_iter_, csr.n_iter_)
+        assert np.abs(dense.coef_).sum() > 0
+
+
 # --- persistence -----------------------------------------------------------------------------------
 def test_save_load_roundtrip(tmp_path, pendigits):
     X, y, Xt, _ = pendigits
