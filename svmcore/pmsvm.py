@@ -43,6 +43,9 @@ from .multiclass import ovo_pairs, ovo_votes
 PAPER_ANCHORS = (0.01, 0.06, 0.75)  # Eq. (31), in units of x_max
 OFFSET_B = 0.05  # b in e(q) = (1, ln(q + b), ln^2(q + b)), Eq. (25)
 MAX_ANCHORS = 10  # beyond this the polynomial basis in t is ill-conditioned and gains nothing
+# Larger lookup tables are not built (105 one-vs-rest models x 55,197 sector features x 1000 bins would take
+# 43 GiB): decision values then come from coef_ through the same interpolation, 3 products per value
+TABLE_MAX_BYTES = 256 * 2**20
 
 
 # --- power means and the exact kernel ------------------------------------------------------------
@@ -502,28 +505,6 @@ def _sgd(indptr, indices, codes, ev, beta, Y, C, row_weight, tol, max_iter, seed
         n_iter[m] = it
 
 
-@nb.njit(cache=True, parallel=True)
-def _regression_decision(indptr, indices, data, W, bias, inv_x_max, n_basis, out):
-    n = indptr.shape[0] - 1
-    n_models = W.shape[0]
-    for i in nb.prange(n):
-        for m in range(n_models):
-            out[i, m] = bias[m]
-        for q in range(indptr[i], indptr[i + 1]):
-            u = data[q] * inv_x_max
-            if u <= 0.0:
-                continue
-            t = np.log(u + OFFSET_B)
-            j = indices[q]
-            for m in range(n_models):
-                f = 0.0
-                tb = 1.0
-                for b in range(n_basis):
-                    f += tb * W[m, j, b]
-                    tb *= t
-                out[i, m] += f
-
-
 # --- the estimator ---------------------------------------------------------------------------------
 @persistence.register
 class PmSVM(ClassifierMixin, BaseEstimator):
@@ -563,7 +544,8 @@ class PmSVM(ClassifierMixin, BaseEstimator):
     n_classes (n_classes - 1) / 2 for "ovo", pairs (a, b), a < b, in lexicographic order, b positive).
     intercept_ : (n_models,) float64.
     x_max_ : float, the feature unit s (largest training value). table_ : (n_models, d, lut_bins) float64
-    if lut_bins, the per-dimension lookup table (rebuilt from coef_ on load). n_iter_ : (n_models,) int64
+    if lut_bins, the per-dimension lookup table (rebuilt from coef_ on load), unless it would exceed
+    ``TABLE_MAX_BYTES`` (256 MiB): then decision values come from coef_ with the same interpolation. n_iter_ : (n_models,) int64
     epochs used (LIBLINEAR's iteration count: an epoch over the shrunk active set counts as one).
     n_passes_ : (n_models,) float64, gradient evaluations / samples of the binary problem, the work in
     full-data passes (DCD: < n_iter_ once shrinking removes bounded variables; SGD: = n_iter_).
@@ -705,12 +687,31 @@ class PmSVM(ClassifierMixin, BaseEstimator):
         return self
 
     def _build_table(self):
-        if self.lut_bins is None:
-            if hasattr(self, "table_"):
-                del self.table_
+        m, d, n_basis = self.coef_.shape
+        if self.lut_bins is None or m * d * self.lut_bins * 8 > TABLE_MAX_BYTES:
+            self.__dict__.pop("table_", None)
             return
-        e = explanatory_variables(np.linspace(0.0, 1.0, self.lut_bins), self.coef_.shape[2])
+        e = explanatory_variables(np.linspace(0.0, 1.0, self.lut_bins), n_basis)
         self.table_ = np.einsum("kb,mjb->mjk", e, self.coef_)
+
+    def _expanded(self, X):
+        """E(X), the CSR (n, d * n_anchors) matrix with e(x_ij / x_max_) at columns j * n_anchors + b for the
+        nonzero x_ij, so that decision values are E(X) @ coef_.reshape(n_models, -1).T + intercept_. With
+        lut_bins, e is interpolated between the table's nodes and clamped at x_max_, as :func:`lut_decision`
+        does with ``table_`` (the table is linear in e), so the two agree to rounding."""
+        X = sp.csr_matrix(X)
+        n_basis = self.coef_.shape[2]
+        u = X.data / self.x_max_
+        if self.lut_bins is None:
+            e = explanatory_variables(u, n_basis)
+        else:
+            s = np.minimum(u, 1.0) * (self.lut_bins - 1)
+            k = np.minimum(s.astype(np.int64), self.lut_bins - 2)
+            nodes = explanatory_variables(np.linspace(0.0, 1.0, self.lut_bins), n_basis)
+            e = nodes[k] + (s - k)[:, None] * (nodes[k + 1] - nodes[k])
+        indices = (X.indices.astype(np.int64)[:, None] * n_basis + np.arange(n_basis)).ravel()
+        return sp.csr_matrix((e.ravel(), indices, X.indptr.astype(np.int64) * n_basis),
+                             shape=(X.shape[0], X.shape[1] * n_basis))
 
     def decision_function(self, X):
         """Decision values: (n,) for two classes (> 0 means classes_[1]), else (n, n_classes).
@@ -718,8 +719,9 @@ class PmSVM(ClassifierMixin, BaseEstimator):
         Multiclass "ovr": the per-class decision values; "ovo": votes per class plus the summed pairwise
         decision values squashed into (-1/3, 1/3) to break ties (LIBSVM / scikit-learn convention).
 
-        With ``lut_bins`` this is :func:`lut_decision` (O(d) per sample); otherwise the regression
-        f_m(x) = intercept_m + sum_{j: x_j > 0} e(x_j / x_max_)^T coef_[m, j] (Eq. 40 with the learned w).
+        With ``table_`` this is :func:`lut_decision` (O(d) per sample); otherwise the regression
+        f_m(x) = intercept_m + sum_{j: x_j > 0} e(x_j / x_max_)^T coef_[m, j] (Eq. 40 with the learned w; e
+        interpolated between the table's nodes if lut_bins), one sparse product for all models.
         X: (n, d) nonnegative array or CSR matrix with the training number of features. Raises
         :class:`svmcore.NotFittedError` before fit, ValueError for negative features, NaN/inf or a wrong
         number of features.
@@ -727,13 +729,10 @@ class PmSVM(ClassifierMixin, BaseEstimator):
         check_fitted(self, "coef_")
         X = self._check_X(X)
         check_n_features(X, self.coef_.shape[1], owner=self)
-        if self.lut_bins is not None:
+        if hasattr(self, "table_"):
             out = lut_decision(X, self.table_, self.x_max_, self.intercept_)
         else:
-            X = sp.csr_matrix(X)
-            out = np.empty((X.shape[0], self.coef_.shape[0]))
-            _regression_decision(X.indptr.astype(np.int64), X.indices.astype(np.int64), X.data, self.coef_,
-                                 self.intercept_, 1.0 / self.x_max_, self.coef_.shape[2], out)
+            out = self._expanded(X) @ self.coef_.reshape(len(self.coef_), -1).T + self.intercept_
         if out.shape[1] == 1:
             return out[:, 0]
         return out if self.multi_class == "ovr" else ovo_votes(out, self._pairs(), len(self.classes_))

@@ -295,6 +295,39 @@ def test_dense_and_sparse_row_layouts_train_the_same_model(pendigits, monkeypatc
         assert np.abs(dense.coef_).sum() > 0
 
 
+def test_models_too_large_for_a_table_score_through_coef(pendigits, monkeypatch, tmp_path):
+    # the same interpolation from coef_ as from the table, for values inside and above the training range
+    X, y, Xt, _ = pendigits
+    Xq = np.vstack([Xt[:300], 1.5 * Xt[300:400]])
+    for kw in (dict(), dict(multi_class="ovo", lut_bins=40), dict(n_anchors=5)):
+        m = PmSVM(C=1.0, random_state=0, **kw).fit(X, y)
+        with_table = m.decision_function(Xq)
+        monkeypatch.setattr(svmcore.pmsvm, "TABLE_MAX_BYTES", m.table_.nbytes - 1)
+        big = PmSVM(C=1.0, random_state=0, **kw).fit(X, y)
+        assert not hasattr(big, "table_")
+        np.testing.assert_allclose(big.decision_function(Xq), with_table, rtol=1e-10, atol=1e-10)
+        np.testing.assert_allclose(big.decision_function(sp.csr_matrix(Xq)), with_table, rtol=1e-10, atol=1e-10)
+        np.testing.assert_array_equal(svmcore.load(big.save(tmp_path / "big.npz")).predict(Xq), big.predict(Xq))
+        monkeypatch.undo()
+
+
+def test_high_dimensional_multiclass_text(data_dir):
+    # sector (tf-idf, 55,197 features, 105 classes): its one-vs-rest table would take 43 GiB
+    from sklearn.datasets import load_svmlight_file
+    from sklearn.kernel_approximation import AdditiveChi2Sampler
+    from sklearn.pipeline import make_pipeline
+
+    X, y = load_svmlight_file(str(data_dir / "bench" / "sector" / "sector.t.scale.bz2"), n_features=55197)
+    X = sp.csr_matrix((X.data, X.indices.astype(np.int32), X.indptr.astype(np.int32)), shape=X.shape)
+    idx = np.random.default_rng(0).permutation(X.shape[0])
+    tr, te = idx[:2200], idx[2200:]
+    m = PmSVM(C=1.0, random_state=0).fit(X[tr], y[tr])
+    assert m.coef_.shape == (105, 55197, 3) and not hasattr(m, "table_")
+    acc = np.mean(m.predict(X[te]) == y[te])
+    fm = make_pipeline(AdditiveChi2Sampler(sample_steps=2), LinearSVC(C=1.0, random_state=0)).fit(X[tr], y[tr])
+    assert acc > 0.8 and acc > np.mean(fm.predict(X[te]) == y[te]) - 0.02
+
+
 # --- persistence -----------------------------------------------------------------------------------
 def test_save_load_roundtrip(tmp_path, pendigits):
     X, y, Xt, _ = pendigits
