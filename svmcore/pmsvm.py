@@ -545,8 +545,9 @@ class PmSVM(ClassifierMixin, BaseEstimator):
     intercept_ : (n_models,) float64.
     x_max_ : float, the feature unit s (largest training value). table_ : (n_models, d, lut_bins) float64
     if lut_bins, the per-dimension lookup table (rebuilt from coef_ on load), unless it would exceed
-    ``TABLE_MAX_BYTES`` (256 MiB): then decision values come from coef_ with the same interpolation. n_iter_ : (n_models,) int64
-    epochs used (LIBLINEAR's iteration count: an epoch over the shrunk active set counts as one).
+    ``TABLE_MAX_BYTES`` (256 MiB): then decision values come from coef_ with the same interpolation.
+    n_iter_ : (n_models,) int64 epochs used (LIBLINEAR's iteration count: an epoch over the shrunk active set
+    counts as one).
     n_passes_ : (n_models,) float64, gradient evaluations / samples of the binary problem, the work in
     full-data passes (DCD: < n_iter_ once shrinking removes bounded variables; SGD: = n_iter_).
     alpha_ : (n_models, n_samples) dual variables. n_passes_ and alpha_ exist after fit only (not saved).
