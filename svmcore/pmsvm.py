@@ -90,6 +90,17 @@ def power_mean(a, c, p):
     return out
 
 
+@nb.njit(cache=True, inline="always")
+def _pm(a, c, p):
+    """M_p(a, c) for a, c > 0 and p < 0 (the overflow-free form of :func:`power_mean`)."""
+    if p == -1.0:
+        return 2.0 * a * c / (a + c)
+    if p == -np.inf:
+        return min(a, c)
+    lo = min(a, c)
+    return lo * (0.5 * (1.0 + (max(a, c) / lo) ** p)) ** (1.0 / p)
+
+
 @nb.njit(cache=True, parallel=True)
 def _power_mean_kernel(X, Y, p, out):
     n, d = X.shape
@@ -101,23 +112,35 @@ def _power_mean_kernel(X, Y, p, out):
                 a = X[i, k]
                 c = Y[j, k]
                 if a > 0.0 and c > 0.0:
-                    if p == -1.0:
-                        s += 2.0 * a * c / (a + c)
-                    elif p == -np.inf:
-                        s += min(a, c)
-                    else:  # the overflow-free form of power_mean
-                        lo = min(a, c)
-                        s += lo * (0.5 * (1.0 + (max(a, c) / lo) ** p)) ** (1.0 / p)
+                    s += _pm(a, c, p)
             out[i, j] = s
+
+
+@nb.njit(cache=True, parallel=True)
+def _power_mean_kernel_sparse(x_ptr, x_ind, x_val, y_ptr, y_ind, y_val, p, out):
+    # X by rows (CSR), Y by columns (CSC): row i meets, per nonzero feature k, only the rows of Y that have k,
+    # O(sum_k df_X(k) df_Y(k)) in all. Sorted feature indices add the terms in the dense kernel's order.
+    for i in nb.prange(x_ptr.shape[0] - 1):
+        o = out[i]
+        for q in range(x_ptr[i], x_ptr[i + 1]):
+            k = x_ind[q]
+            a = x_val[q]
+            if a > 0.0:
+                for r in range(y_ptr[k], y_ptr[k + 1]):
+                    c = y_val[r]
+                    if c > 0.0:
+                        o[y_ind[r]] += _pm(a, c, p)
 
 
 def power_mean_kernel(X, Y=None, p=-1.0):
     """Exact additive power mean kernel K[i, j] = sum_k M_p(X[i, k], Y[j, k]), (n_x, n_y) float64.
 
-    X (n_x, d) and Y (n_y, d): nonnegative arrays or CSR matrices (densified; this is the O(n_x n_y d)
-    reference, for small sets and the exact-kernel baseline). p as in :func:`check_p`; p = 0 uses one
-    matrix product of the square roots. Raises ValueError for negative or non-finite entries, different
-    numbers of columns, or p > 0.
+    X (n_x, d) and Y (n_y, d): nonnegative arrays or sparse matrices. Dense input costs O(n_x n_y d), the
+    reference for small sets and the exact-kernel baseline; if either is sparse, both are taken as sparse and
+    only features nonzero in both rows meet (O(sum_k df_X(k) df_Y(k)), df the number of rows with feature
+    k: seconds for the 6,412 x 55,197 sector tf-idf matrix, which would take 2.8 GB densified), with the same
+    result to the last bit. p as in :func:`check_p`; p = 0 uses one matrix product of the square roots.
+    Raises ValueError for negative or non-finite entries, different numbers of columns, or p > 0.
     """
     p = check_p(p)
     X = check_array(X, "X", allow_sparse=True)
@@ -125,8 +148,14 @@ def power_mean_kernel(X, Y=None, p=-1.0):
     check_nonnegative(X, "X")
     check_nonnegative(Y, "Y")
     check_n_features(Y, X.shape[1], "Y")
-    X = X.toarray() if sp.issparse(X) else X
-    Y = Y.toarray() if sp.issparse(Y) else Y
+    if sp.issparse(X) or sp.issparse(Y):
+        X, Y = sp.csr_matrix(X, dtype=np.float64), sp.csc_matrix(Y, dtype=np.float64)
+        if p == 0:
+            return (X.sqrt() @ Y.sqrt().T).toarray()
+        X = X if X.has_sorted_indices else X.sorted_indices()  # a copy: the caller's matrix is left as it is
+        out = np.zeros((X.shape[0], Y.shape[0]))
+        _power_mean_kernel_sparse(X.indptr, X.indices, X.data, Y.indptr, Y.indices, Y.data, p, out)
+        return out
     if p == 0:
         return np.sqrt(X) @ np.sqrt(Y).T
     out = np.empty((X.shape[0], Y.shape[0]))

@@ -62,6 +62,28 @@ def test_power_mean_kernel_matches_definitions(usps):
     np.testing.assert_allclose(power_mean_kernel(sp.csr_matrix(X), Y, p=-1), ref, rtol=1e-10, atol=1e-10)
 
 
+def test_power_mean_kernel_sparse_path_is_the_dense_one(usps):
+    # USPS is 41% nonzero: the inverted-index path must add the same terms in the same order
+    X, Y = usps[0][:200], usps[2][:150]
+    Xs = sp.csr_matrix(X)
+    Xs.indices, Xs.data = Xs.indices.copy(), Xs.data.copy()
+    perm = np.arange(Xs.nnz)
+    for i in range(Xs.shape[0]):  # unsorted column indices within rows, as scipy allows
+        perm[Xs.indptr[i]:Xs.indptr[i + 1]] = perm[Xs.indptr[i]:Xs.indptr[i + 1]][::-1]
+    Xs = sp.csr_matrix((Xs.data[perm], Xs.indices[perm], Xs.indptr), shape=Xs.shape)
+    before = Xs.indices.copy()
+    for p in (-1.0, -8.0, -np.inf, 0.0):
+        dense = power_mean_kernel(X, Y, p=p)
+        if p == 0:  # one sparse product of square roots instead of a dense one: equal to rounding
+            np.testing.assert_allclose(power_mean_kernel(Xs, Y, p=p), dense, rtol=1e-12)
+        else:
+            np.testing.assert_array_equal(power_mean_kernel(Xs, sp.csr_matrix(Y), p=p), dense)
+        np.testing.assert_array_equal(power_mean_kernel(Xs, Y, p=p), power_mean_kernel(Xs, sp.csc_matrix(Y), p=p))
+    np.testing.assert_array_equal(Xs.indices, before)  # the caller's matrix is not reordered
+    K = power_mean_kernel(Xs, p=-1.0)
+    np.testing.assert_allclose(np.diag(K), X.sum(1), rtol=1e-12)
+
+
 # --- the approximation (Eq. 25-31, 40, 41) ---------------------------------------------------------
 def test_anchors_paper_and_chebyshev():
     np.testing.assert_array_equal(pmsvm_anchors(3), [0.01, 0.06, 0.75])
