@@ -12,7 +12,8 @@ import scipy.sparse as sp
 
 
 def check_array(X, name="X", *, ndim=2, allow_sparse=False, dtype=np.float64, min_rows=1):
-    """Return ``X`` as a C-contiguous float array (or CSR matrix if ``allow_sparse``).
+    """Return ``X`` as a C-contiguous float array (or, if ``allow_sparse``, a CSR matrix in canonical format:
+    sorted indices, duplicate entries summed, as scipy reads them; always a copy of a sparse input).
 
     Raises TypeError for non-numeric data or sparse input where it is not supported, ValueError for a
     wrong number of dimensions, fewer than ``min_rows`` rows, zero columns, or NaN/inf entries.
@@ -23,7 +24,8 @@ def check_array(X, name="X", *, ndim=2, allow_sparse=False, dtype=np.float64, mi
         X = sp.csr_matrix(X)
         if not (np.issubdtype(X.dtype, np.number) or X.dtype == bool) or np.issubdtype(X.dtype, np.complexfloating):
             raise TypeError(f"{name}: expected real numbers, got dtype {X.dtype}")
-        X = X.astype(dtype)
+        X = X.astype(dtype)  # a copy, so canonicalising never touches the caller's matrix
+        X.sum_duplicates()
         data = X.data
         shape = X.shape
     else:

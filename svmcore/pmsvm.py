@@ -23,10 +23,10 @@ Features are measured in units of s = ``x_max_`` (the largest training feature v
 n_anchors terms and the anchors are Chebyshev nodes in t over [0, 1] (Eq. 41).
 
 PmSVM-LUT replaces e(x) and beta(x) by two tables over N = ``lut_bins`` equally spaced nodes of [0, s]
-(values are rounded to the nearest node in training). A trained model is the per-dimension table
+(values are rounded to the nearest node in training). A trained model scores through the per-dimension table
 ``table_[m, j, k] = e(node_k / s)^T coef_[m, j]`` (coef_ = s w, in feature units) plus
-``intercept_[m]``: it scores a sample in O(d), independent of the number of training samples
-(:func:`lut_decision`).
+``intercept_[m]``: O(d) per sample, independent of the number of training samples (:func:`lut_decision`);
+a table beyond ``TABLE_MAX_BYTES`` is not built, and the same interpolation is computed from coef_.
 """
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ PAPER_ANCHORS = (0.01, 0.06, 0.75)  # Eq. (31), in units of x_max
 OFFSET_B = 0.05  # b in e(q) = (1, ln(q + b), ln^2(q + b)), Eq. (25)
 MAX_ANCHORS = 10  # beyond this the polynomial basis in t is ill-conditioned and gains nothing
 # Larger lookup tables are not built (105 one-vs-rest models x 55,197 sector features x 1000 bins would take
-# 43 GiB): decision values then come from coef_ through the same interpolation, 3 products per value
+# 43 GiB): decision values then come from coef_ through the same interpolation, n_anchors products per value
 TABLE_MAX_BYTES = 256 * 2**20
 
 
@@ -139,7 +139,8 @@ def power_mean_kernel(X, Y=None, p=-1.0):
     reference for small sets and the exact-kernel baseline; if either is sparse, both are taken as sparse and
     only features nonzero in both rows meet (O(sum_k df_X(k) df_Y(k)), df the number of rows with feature
     k: seconds for the 6,412 x 55,197 sector tf-idf matrix, which would take 2.8 GB densified), with the same
-    result to the last bit. p as in :func:`check_p`; p = 0 uses one matrix product of the square roots.
+    result to the last bit for p < 0. p as in :func:`check_p`; p = 0 uses one matrix product of the square roots
+    (dense or sparse, equal to rounding).
     Raises ValueError for negative or non-finite entries, different numbers of columns, or p > 0.
     """
     p = check_p(p)
@@ -152,7 +153,6 @@ def power_mean_kernel(X, Y=None, p=-1.0):
         X, Y = sp.csr_matrix(X, dtype=np.float64), sp.csc_matrix(Y, dtype=np.float64)
         if p == 0:
             return (X.sqrt() @ Y.sqrt().T).toarray()
-        X = X if X.has_sorted_indices else X.sorted_indices()  # a copy: the caller's matrix is left as it is
         out = np.zeros((X.shape[0], Y.shape[0]))
         _power_mean_kernel_sparse(X.indptr, X.indices, X.data, Y.indptr, Y.indices, Y.data, p, out)
         return out
@@ -353,7 +353,8 @@ def _row_span(i, indptr, indices, d):
 
 @nb.njit(cache=True)
 def _margin(i, indptr, indices, codes, ev, w, bias_w):
-    """sum over the nonzeros q of row i of e(x_q)^T w_j (e(x_q) = ev[codes[q]]), plus bias_w."""
+    """sum over the positions q of row i of e(x_q)^T w_j (e(x_q) = ev[codes[q]]), plus bias_w; the positions are
+    the nonzeros (CSR layout) or all d features, zeros adding 0 (dense layout)."""
     lo, hi, dense = _row_span(i, indptr, indices, w.shape[0])
     f = 0.0
     # the paper's basis written out (1.2-1.4x faster on USPS / CBCL HOG than the loop), the dense layout apart
@@ -378,7 +379,7 @@ def _margin(i, indptr, indices, codes, ev, w, bias_w):
 
 @nb.njit(cache=True)
 def _add_row(i, indptr, indices, codes, beta, w, step):
-    """w_j += step * beta(x_q) for the nonzeros q of row i (beta(x_q) = beta[codes[q]])."""
+    """w_j += step * beta(x_q) for the positions q of row i (beta(x_q) = beta[codes[q]]), as in :func:`_margin`."""
     lo, hi, dense = _row_span(i, indptr, indices, w.shape[0])
     if beta.shape[1] == 3 and dense:
         for j in range(hi - lo):
@@ -551,8 +552,9 @@ class PmSVM(ClassifierMixin, BaseEstimator):
     p : float, -inf <= p <= 0; the power mean kernel M_p (-1 chi-square, -8 ~ intersection, 0 Hellinger).
     n_anchors : int 2..10; 3 uses the paper's anchors (0.01, 0.06, 0.75), others Chebyshev nodes (Eq. 41).
     lut_bins : int >= 2 or None. PmSVM-LUT: features are rounded to N = lut_bins nodes of [0, x_max] in
-        training and scored by :func:`lut_decision` with ``table_``; None trains and scores with the
-        exact explanatory variables e(x) (no table; ``table_`` is then not available).
+        training and scored by linear interpolation between them (:func:`lut_decision` with ``table_``);
+        None trains and scores with the exact explanatory variables e(x) (no table). The table follows
+        the current lut_bins: set after fit, it changes the scoring resolution, not the trained weights.
     tol : float > 0; DCD stops when the projected-gradient spread max PG - min PG <= tol (LIBLINEAR's
         criterion, 0.1 there); SGD stops when an epoch changes w by less than tol relative to |w|.
     max_iter : int >= 1, maximum number of epochs (passes over the data) per binary problem.
@@ -653,7 +655,7 @@ class PmSVM(ClassifierMixin, BaseEstimator):
         classes, y_index = check_labels(y, X.shape[0])
         row_weight = row_weights(sample_weight, self.class_weight, classes, y_index)
         X = sp.csr_matrix(X)
-        X.eliminate_zeros()  # k(0, x) = 0: zero features never enter a gradient or an update
+        X.eliminate_zeros()  # k(0, x) = 0: a zero feature adds nothing to a gradient or an update
         x_max = float(X.data.max()) if X.nnz else 0.0
         if x_max <= 0:
             raise ValueError("X: all features are zero; nothing to learn")
@@ -713,16 +715,22 @@ class PmSVM(ClassifierMixin, BaseEstimator):
         self.coef_ = W
         self.intercept_ = bias
         self.n_iter_ = n_iter
+        self.__dict__.pop("table_", None)  # an earlier fit's
         self._build_table()
         return self
 
     def _build_table(self):
+        """Set ``table_`` for the current lut_bins from coef_ (kept if already so), or remove it (lut_bins None
+        or beyond TABLE_MAX_BYTES); returns it or None. Scoring calls this, so it never uses a stale table."""
         m, d, n_basis = self.coef_.shape
         if self.lut_bins is None or m * d * self.lut_bins * 8 > TABLE_MAX_BYTES:
             self.__dict__.pop("table_", None)
-            return
-        e = explanatory_variables(np.linspace(0.0, 1.0, self.lut_bins), n_basis)
-        self.table_ = (self.coef_.reshape(-1, n_basis) @ e.T).reshape(m, d, self.lut_bins)  # BLAS: 7x einsum
+            return None
+        table = self.__dict__.get("table_")
+        if table is None or table.shape != (m, d, self.lut_bins):
+            e = explanatory_variables(np.linspace(0.0, 1.0, self.lut_bins), n_basis)
+            self.table_ = (self.coef_.reshape(-1, n_basis) @ e.T).reshape(m, d, self.lut_bins)  # BLAS: 7x einsum
+        return self.table_
 
     def _expanded(self, X):
         """E(X), the CSR (n, d * n_anchors) matrix with e(x_ij / x_max_) at columns j * n_anchors + b for the
@@ -759,8 +767,9 @@ class PmSVM(ClassifierMixin, BaseEstimator):
         check_fitted(self, "coef_")
         X = self._check_X(X)
         check_n_features(X, self.coef_.shape[1], owner=self)
-        if hasattr(self, "table_"):
-            out = lut_decision(X, self.table_, self.x_max_, self.intercept_)
+        table = self._build_table()
+        if table is not None:
+            out = lut_decision(X, table, self.x_max_, self.intercept_)
         else:
             out = self._expanded(X) @ self.coef_.reshape(len(self.coef_), -1).T + self.intercept_
         if out.shape[1] == 1:

@@ -82,6 +82,11 @@ def test_power_mean_kernel_sparse_path_is_the_dense_one(usps):
     np.testing.assert_array_equal(Xs.indices, before)  # the caller's matrix is not reordered
     K = power_mean_kernel(Xs, p=-1.0)
     np.testing.assert_allclose(np.diag(K), X.sum(1), rtol=1e-12)
+    # duplicate entries count summed, as scipy reads them (and as the dense kernel sees them)
+    D = sp.csr_matrix((np.array([0.5, 0.7, 0.4]), np.array([0, 0, 1]), np.array([0, 3])), shape=(1, 2))
+    assert not D.has_canonical_format
+    np.testing.assert_array_equal(power_mean_kernel(D, p=-1.0), power_mean_kernel(D.toarray(), p=-1.0))
+    np.testing.assert_allclose(power_mean_kernel(D, p=-1.0), [[1.6]])
 
 
 # --- the approximation (Eq. 25-31, 40, 41) ---------------------------------------------------------
@@ -224,7 +229,7 @@ def test_shrinking_stops_at_kkt_on_all_samples(usps):
     np.testing.assert_array_equal(sgd.n_passes_, sgd.n_iter_)
 
 
-def test_learned_weights_are_the_eq40_expansion(usps):
+def test_learned_weights_are_the_eq40_expansion(usps, tmp_path):
     X, y, Xt, _ = usps
     m = PmSVM(C=0.1, lut_bins=None, random_state=0).fit(X[:500], y[:500] == 7)
     ys = np.where(y[:500] == 7, 1.0, -1.0)
@@ -232,10 +237,15 @@ def test_learned_weights_are_the_eq40_expansion(usps):
     ref = approx_kernel(Xt[:100], X[:500], x_max=m.x_max_) @ (m.alpha_[0] * ys) + (m.alpha_[0] * ys).sum()
     np.testing.assert_allclose(m.decision_function(Xt[:100]), ref, rtol=1e-8, atol=1e-8)
     # the table path (PmSVM-LUT scoring of the same weights) differs only by interpolation error
-    m.lut_bins = 1000
-    m._build_table()
+    m.set_params(lut_bins=1000)  # the table follows lut_bins: scoring at once, and the same after save
     lut = m.decision_function(Xt[:100])
-    assert np.abs(lut - ref).max() < 0.01 * np.abs(ref).max()
+    assert m.table_.shape == (1, 256, 1000) and np.abs(lut - ref).max() < 0.01 * np.abs(ref).max()
+    m.save(tmp_path / "m.npz")
+    np.testing.assert_array_equal(m.decision_function(Xt[:100]), lut)
+    np.testing.assert_array_equal(svmcore.load(tmp_path / "m.npz").decision_function(Xt[:100]), lut)
+    m.set_params(lut_bins=None)
+    np.testing.assert_allclose(m.decision_function(Xt[:100]), ref, rtol=1e-8, atol=1e-8)
+    assert not hasattr(m, "table_")
 
 
 def test_lut_decision_formula_dense_and_csr(usps):
@@ -315,6 +325,26 @@ def test_dense_and_sparse_row_layouts_train_the_same_model(pendigits, monkeypatc
         np.testing.assert_array_equal(dense.intercept_, csr.intercept_)
         np.testing.assert_array_equal(dense.n_iter_, csr.n_iter_)
         assert np.abs(dense.coef_).sum() > 0
+    # CSR with duplicate entries and unsorted indices trains the model of its canonical form, in either layout:
+    # each row's first entry is split in two halves, one of them moved to the end of the row
+    Xs = sp.csr_matrix(X)
+    data, indices, indptr = [], [], [0]
+    for i in range(Xs.shape[0]):
+        d_i, j_i = Xs.data[Xs.indptr[i]:Xs.indptr[i + 1]].copy(), Xs.indices[Xs.indptr[i]:Xs.indptr[i + 1]]
+        d_i[0] /= 2
+        data += [*d_i, d_i[0]]
+        indices += [*j_i, j_i[0]]
+        indptr.append(len(data))
+    dup = sp.csr_matrix((np.array(data), np.array(indices), np.array(indptr)), shape=Xs.shape)
+    assert not dup.has_canonical_format
+    np.testing.assert_allclose(dup.toarray(), X)
+    for layout in (None, 1.01):
+        if layout:
+            monkeypatch.setattr(svmcore.pmsvm, "DENSE_FROM", layout)
+        a = PmSVM(C=1.0, random_state=0).fit(dup, y)
+        b = PmSVM(C=1.0, random_state=0).fit(X, y)
+        monkeypatch.undo()
+        np.testing.assert_allclose(a.coef_, b.coef_, rtol=1e-12, atol=1e-12)
 
 
 def test_models_too_large_for_a_table_score_through_coef(pendigits, monkeypatch, tmp_path):
