@@ -723,6 +723,8 @@ class PmSVM(ClassifierMixin, BaseEstimator):
         """Set ``table_`` for the current lut_bins from coef_ (kept if already so), or remove it (lut_bins None
         or beyond TABLE_MAX_BYTES); returns it or None. Scoring calls this, so it never uses a stale table."""
         m, d, n_basis = self.coef_.shape
+        if self.lut_bins is not None:  # it may have been set after fit
+            check_scalar(self.lut_bins, "lut_bins", lo=2, hi=2 ** 20, integer=True)
         if self.lut_bins is None or m * d * self.lut_bins * 8 > TABLE_MAX_BYTES:
             self.__dict__.pop("table_", None)
             return None
