@@ -36,7 +36,7 @@ the per-window cost of the O(d) table scoring with that of the kernel expansion.
 
 Run: PYTHONPATH=. python scripts/bench_pmsvm.py [--quick | --epochs-only] [--sets a,b] [--repeat N]
 (--quick: pendigits only, a smoke test; --epochs-only: only the epoch and scoring-speed sections; --sets: some of
-pendigits, usps, cbcl, reuters, sector, the default all; about 6 minutes in all, 2-3 of them on sector)
+pendigits, usps, cbcl, reuters, sector, the default all; about 8 minutes in all, 2-3 of them on sector)
 """
 from __future__ import annotations
 
