@@ -730,9 +730,13 @@ class PmSVM(ClassifierMixin, BaseEstimator):
             return None
         table = self.__dict__.get("table_")
         if table is None or table.shape != (m, d, self.lut_bins):
-            e = explanatory_variables(np.linspace(0.0, 1.0, self.lut_bins), n_basis)
-            self.table_ = (self.coef_.reshape(-1, n_basis) @ e.T).reshape(m, d, self.lut_bins)  # BLAS: 7x einsum
+            self.table_ = (self.coef_.reshape(-1, n_basis) @ self._node_e().T).reshape(m, d, self.lut_bins)  # 7x einsum
         return self.table_
+
+    def _node_e(self):
+        """e at the lut_bins nodes of [0, 1] (x_max_ units): (lut_bins, n_anchors), the rows both scoring paths
+        interpolate."""
+        return explanatory_variables(np.linspace(0.0, 1.0, self.lut_bins), self.coef_.shape[2])
 
     def _expanded(self, X):
         """E(X), the CSR (n, d * n_anchors) matrix with e(x_ij / x_max_) at columns j * n_anchors + b for the
@@ -747,7 +751,7 @@ class PmSVM(ClassifierMixin, BaseEstimator):
         else:
             s = np.minimum(u, 1.0) * (self.lut_bins - 1)
             k = np.minimum(s.astype(np.int64), self.lut_bins - 2)
-            nodes = explanatory_variables(np.linspace(0.0, 1.0, self.lut_bins), n_basis)
+            nodes = self._node_e()
             e = nodes[k] + (s - k)[:, None] * (nodes[k + 1] - nodes[k])
         indices = (X.indices.astype(np.int64)[:, None] * n_basis + np.arange(n_basis)).ravel()
         return sp.csr_matrix((e.ravel(), indices, X.indptr.astype(np.int64) * n_basis),
