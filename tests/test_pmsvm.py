@@ -381,6 +381,20 @@ def test_high_dimensional_multiclass_text(data_dir):
 
 
 # --- persistence -----------------------------------------------------------------------------------
+def test_table_is_built_at_first_use_and_never_outlives_its_fit(pendigits):
+    X, y, Xt, _ = pendigits
+    m = PmSVM(C=1.0, random_state=0).fit(X, y)
+    assert m._cache == {}  # fit leaves the table to the first scoring
+    f = m.decision_function(Xt)
+    T = m.table_
+    assert T is m.table_ and T.shape == (10, 16, 1000)  # built once, then cached
+    # a refit of the same shape must not score through the previous fit's table
+    m.fit(X[::-1], (y[::-1] + 1) % 10)
+    fresh = PmSVM(C=1.0, random_state=0).fit(X[::-1], (y[::-1] + 1) % 10)
+    np.testing.assert_array_equal(m.decision_function(Xt), fresh.decision_function(Xt))
+    assert np.abs(m.decision_function(Xt) - f).max() > 0.1
+
+
 def test_save_load_roundtrip(tmp_path, pendigits):
     X, y, Xt, _ = pendigits
     for kw in (dict(), dict(lut_bins=None, multi_class="ovo", class_weight={3: 2.0, np.int64(5): 0.5})):
