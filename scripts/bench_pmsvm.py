@@ -210,8 +210,12 @@ def bench(name, Xtr, ytr, Xte, yte, SVC, svc_name, repeat=3):
         model, sec = best_of(lambda: make(C).fit(Xtr, ytr), repeat)
         table = ""
         if isinstance(model, PmSVM) and model.lut_bins:  # the scoring table is built at first use, not in fit
-            _, table_sec[label] = timed(lambda: getattr(model, "table_", None))
-            table = f" (+ {1000 * table_sec[label]:.1f} ms for the table at first scoring)"
+            built, sec_table = timed(lambda: getattr(model, "table_", None))
+            if built is None:
+                table = " (no table: beyond TABLE_MAX_BYTES)"
+            else:
+                table_sec[label] = sec_table
+                table = f" (+ {1000 * sec_table:.1f} ms for the table at first scoring)"
         acc = np.mean(model.predict(Xte) == yte)
         rows.append((label, C, sec, acc, epoch_cells(model), scheme))
         chosen[label] = C
@@ -261,9 +265,9 @@ def bench(name, Xtr, ytr, Xte, yte, SVC, svc_name, repeat=3):
     print("|---|---|---|---|---|---|---|")
     for label, C, sec, acc, epochs, scheme in rows:
         print(f"| {label} | {C:g} | {sec:.3f} | {ref[scheme] / sec:.2f} | {100 * acc:.2f} | {epochs or ' | '} |")
-    print("Fit builds no lookup table; the first scoring does (one run each): "
-          + "; ".join(f"{label} {1000 * t:.1f} ms, ratio with it {ref[scheme] / (sec + t):.2f}"
-                      for label, C, sec, acc, epochs, scheme in rows if (t := table_sec.get(label)) is not None))
+    if table_sec:
+        print("Fit builds no lookup table; the first scoring does (one run each): " + "; ".join(f"{label} {1000 * t:.1f} ms, ratio with it {ref[scheme] / (sec + t):.2f}"
+            for label, C, sec, acc, epochs, scheme in rows if (t := table_sec.get(label)) is not None))
 
     # accuracy against a cap on the epochs, at the C chosen above: where does accuracy saturate?
     schemes = (("ovr", "PmSVM-LUT (ovr)"), ("ovo", "PmSVM-LUT (ovo)")) if ovo else (("ovr", "PmSVM-LUT (ovr)"),)
