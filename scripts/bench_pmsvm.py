@@ -266,7 +266,8 @@ def bench(name, Xtr, ytr, Xte, yte, SVC, svc_name, repeat=3):
     for label, C, sec, acc, epochs, scheme in rows:
         print(f"| {label} | {C:g} | {sec:.3f} | {ref[scheme] / sec:.2f} | {100 * acc:.2f} | {epochs or ' | '} |")
     if table_sec:
-        print("Fit builds no lookup table; the first scoring does (one run each): " + "; ".join(f"{label} {1000 * t:.1f} ms, ratio with it {ref[scheme] / (sec + t):.2f}"
+        print("Fit builds no lookup table; the first scoring does (one run each): " + "; ".join(
+            f"{label} {1000 * t:.1f} ms, ratio with it {ref[scheme] / (sec + t):.2f}"
             for label, C, sec, acc, epochs, scheme in rows if (t := table_sec.get(label)) is not None))
 
     # accuracy against a cap on the epochs, at the C chosen above: where does accuracy saturate?
