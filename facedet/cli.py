@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from pathlib import Path
 from typing import List, Optional
@@ -51,6 +52,15 @@ def _report(label, message):
 def _usage(message):
     _report("error:", message)
     raise typer.Exit(2)
+
+
+def _as_options(exc, names):
+    """The library's error message with its parameter names as the options the user typed (scale_factor: ->
+    --scale-factor:)."""
+    message = str(exc)
+    for name in names:  # whole words only: "C:" must not turn "SVC:" into "SV--C:"
+        message = re.sub(rf"(?<![\w-]){re.escape(name)}:", f"--{name.replace('_', '-')}:", message)
+    return message
 
 
 def _check_output(path: Path, option: str):
@@ -185,6 +195,8 @@ def train(
 
     if classifier not in ("svc", "pmsvm"):
         _usage(f"--classifier: unknown value {classifier!r}; expected svc or pmsvm")
+    if kernel not in ("poly", "rbf", "linear"):  # windows are feature rows: a precomputed kernel cannot scan
+        _usage(f"--kernel: unknown value {kernel!r}; expected poly, rbf or linear")
     features = features or ("osuna" if classifier == "svc" else "hog")
     if classifier == "svc" and features != "osuna":
         _usage(f"--features {features}: the svc classifier takes osuna features; use --classifier pmsvm")
@@ -204,23 +216,24 @@ def train(
         task = progress.add_task(f"training {classifier}", total=None, info="")
         try:
             if classifier == "svc":
-                det, _, _ = train_detector(
+                det, _, labels = train_detector(
                     X, y, negative_images=negative_images, augmentation=augmentation,
                     callback=_svm_callback(progress, task), **scan_params,
                     svm_params={"kernel": kernel, "degree": degree, "C": 10.0 if C is None else C, "gamma": g,
                                 "coef0": coef0, "tol": tol})
             else:
-                det, _, _ = train_pmsvm_detector(
+                det, _, labels = train_pmsvm_detector(
                     X, y, features=features, negative_images=negative_images, augmentation=augmentation,
                     pmsvm_params={"p": p, **({} if C is None else {"C": C})}, **scan_params)
         except (TypeError, ValueError) as exc:
-            _usage(str(exc))
+            _usage(_as_options(exc, [*scan_params, "kernel", "degree", "C", "gamma", "coef0", "tol", "p"]))
     _write(det.save, out_path)
     clf = det.classifier
     size = (f"{clf.support_.size} support vectors" if classifier == "svc" else
             f"PmSVM p={clf.p}, lookup table {clf.coef_.shape[1]}x{clf.lut_bins}, {clf.n_iter_[0]} epochs")
-    out.print(f"trained on {int(y.sum())} faces and {int((y == 0).sum())} non-faces ({features} features): "
-              f"{size}; wrote {out_path}", markup=False, highlight=False)
+    faces_fit = int((labels == 1).sum())  # with the mirror images and shifted copies
+    out.print(f"trained on {int(y.sum())} faces ({faces_fit} with mirrors and shifts) and {int((labels != 1).sum())} "
+              f"non-faces ({features} features): {size}; wrote {out_path}", markup=False, highlight=False)
     raise typer.Exit(1 if failed or nfail else 0)
 
 
@@ -338,10 +351,7 @@ def detect(
         try:
             det = det.with_params(**overrides)
         except (TypeError, ValueError) as exc:
-            message = str(exc)
-            for name in overrides:  # the user typed option names, not Python names
-                message = message.replace(f"{name}:", f"--{name.replace('_', '-')}:")
-            _usage(message)
+            _usage(_as_options(exc, overrides))
     targets = _annotation_targets(images, out_path)
     results, failed = [], 0
     with _progress() as progress:
@@ -433,19 +443,24 @@ def evaluate(
                                                "without faces."),
     model: Optional[Path] = typer.Option(None, help="Model file (default: the shipped model)."),
     split: Optional[str] = typer.Option(None, help="Evaluate only rows of this split (e.g. test)."),
-    plot: Optional[Path] = typer.Option(None, help="Write the precision-recall curve here (.png; .pdf and .svg "
-                                                   "also work). Default: precision_recall.png in the current "
-                                                   "folder, skipped with a note if that is not writable."),
+    plot: Optional[Path] = typer.Option(None, help="Write the precision-recall curve here, in the format of its "
+                                                   "suffix (.png, .pdf, .svg, .jpg, ...). Default: "
+                                                   "precision_recall.png in the current folder, skipped with a "
+                                                   "note if that is not writable."),
     iou: float = typer.Option(0.5, help="Intersection over union, in (0, 1], for a detection to match a face."),
 ):
     """Detection rate, false positives and average precision on annotated images."""
-    from .evaluate import evaluate_detections, plot_precision_recall, read_annotations
+    from .evaluate import evaluate_detections, plot_format, plot_precision_recall, read_annotations
     from .imageio import ImageError, read_grey
 
     if not 0 < iou <= 1:
         _usage(f"--iou: must be in (0, 1], got {iou}")
     if plot is not None:
         _check_output(plot, "--plot")
+        try:
+            plot_format(plot)
+        except ValueError as exc:
+            _usage(f"--plot {exc}")
     elif os.access(".", os.W_OK | os.X_OK):
         plot = Path("precision_recall.png")
     try:

@@ -284,12 +284,14 @@ def average_precision(precision, recall) -> float:
 def plot_precision_recall(result: EvalResult, png_path, title=None, label=None):
     """Write the precision-recall curve of ``result`` (and its interpolation) to an image file, atomically.
 
-    The format follows the suffix: .png (also for any other or no suffix), .pdf or .svg. Uses matplotlib's
-    Agg canvas directly (no pyplot state, no display needed). Returns the path; OSError if it cannot be
-    written.
+    The format follows the suffix (:func:`plot_format`): .png or none, .pdf, .svg, .jpg, .tif, ... Uses
+    matplotlib's Agg canvas directly (no pyplot state, no display needed). Returns the path; ValueError for a
+    suffix matplotlib cannot write, OSError if the file cannot be written.
     """
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
+
+    fmt = plot_format(png_path)
 
     fig = Figure(figsize=(5, 4.5), dpi=100)
     FigureCanvasAgg(fig)
@@ -309,10 +311,22 @@ def plot_precision_recall(result: EvalResult, png_path, title=None, label=None):
     ax.set_title(title or f"{result.n_images} images, {result.n_truth} faces, IoU >= {result.iou_threshold:g}: "
                  f"DR {result.detection_rate:.3f}, {result.false_positives} FP", fontsize=9)
     path = Path(png_path)
-    fmt = path.suffix.lower().lstrip(".")
     with atomic_write(path) as f:
-        fig.savefig(f, format=fmt if fmt in ("pdf", "svg") else "png")
+        fig.savefig(f, format=fmt)
     return path
+
+
+def plot_format(path):
+    """The image format a plot written to ``path`` takes from its suffix: "png" without one, else the suffix if
+    matplotlib writes it (png, pdf, svg, jpg, tif, webp, eps, ...). Raises ValueError naming the formats."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    fmt = Path(path).suffix.lower().lstrip(".") or "png"
+    supported = set(FigureCanvasAgg.get_supported_filetypes()) - {"pgf"}  # pgf needs a TeX installation
+    if fmt not in supported:
+        raise ValueError(f"{path}: cannot write a plot as .{fmt}; use one of "
+                         f"{', '.join('.' + f for f in sorted(supported))}")
+    return fmt
 
 
 def roc_curve(scores, labels) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

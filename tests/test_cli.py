@@ -31,6 +31,7 @@ def small_model(small_npz, tmp_path_factory):
     out = tmp_path_factory.mktemp("model") / "small.npz"
     r = runner.invoke(app, ["train", "--data", str(small_npz), "--out", str(out), "--C", "5"])
     assert r.exit_code == 0, r.output
+    assert "trained on 300 faces (600 with mirrors and shifts) and 400 non-faces" in r.stdout  # rows really fit
     return out
 
 
@@ -92,6 +93,11 @@ def test_usage_errors(astro, tmp_path, small_npz):
     assert runner.invoke(app, ["train", "--out", str(tmp_path / "x.npz")]).exit_code == 2
     assert runner.invoke(app, ["train", "--data", str(small_npz), "--out", str(tmp_path / "x.npz"),
                                "--gamma", "big"]).exit_code == 2
+    # errors name the options the user typed; a precomputed kernel cannot score windows
+    for extra, message in ((["--scale-factor", "0.5"], "--scale-factor: must be > 1"), (["--C", "-1"], "--C: must"),
+                           (["--kernel", "precomputed"], "--kernel: unknown value 'precomputed'")):
+        r = runner.invoke(app, ["train", "--data", str(small_npz), "--out", str(tmp_path / "x.npz"), *extra])
+        assert r.exit_code == 2 and message in r.stderr, (extra, r.stderr)
 
 
 @pytest.mark.parametrize("command", ["train", "bootstrap", "detect", "evaluate"])
@@ -234,7 +240,9 @@ def test_input_files_that_are_not_what_they_claim(astro, tmp_path, data_dir):
     base = ["evaluate", "--images", str(scenes / "images"), "--plot", str(tmp_path / "pr.png")]
     for extra, message in ((["--annotations", str(dup)], "already on line"),
                            (["--annotations", str(scenes / "images")], "is a folder"),
-                           (["--annotations", str(scenes / "boxes.csv"), "--iou", "1.5"], "--iou")):
+                           (["--annotations", str(scenes / "boxes.csv"), "--iou", "1.5"], "--iou"),
+                           (["--annotations", str(scenes / "boxes.csv"), "--plot", str(tmp_path / "pr.txt")],
+                            "cannot write a plot as .txt")):
         r = runner.invoke(app, base + extra)
         assert r.exit_code == 2 and message in r.stderr, r.output
     assert not (tmp_path / "pr.png").exists()

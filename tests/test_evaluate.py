@@ -234,6 +234,12 @@ def test_evaluate_real_annotations_shifted_boxes(boxes_csv, tmp_path):
     png = plot_precision_recall(evaluate_detections(dets, ann), tmp_path / "pr.png")
     img = read_rgb(png)
     assert img.shape == (450, 500, 3) and img.std() > 10
+    # the suffix decides the format (a .jpg holds JPEG bytes), and one matplotlib cannot write is refused
+    for name, magic in (("pr.jpg", b"\xff\xd8"), ("pr.pdf", b"%PDF"), ("pr", b"\x89PNG")):
+        assert plot_precision_recall(r, tmp_path / name).read_bytes()[:len(magic)] == magic
+    with pytest.raises(ValueError, match="cannot write a plot as .txt"):
+        plot_precision_recall(r, tmp_path / "pr.txt")
+    assert not (tmp_path / "pr.txt").exists()
     with pytest.raises(ValueError, match="no detections entry for 2008_002470.jpg"):
         evaluate_detections({k: d for k, d in list(dets.items())[1:]}, ann)
     with pytest.raises(ValueError, match="no annotations for other.jpg"):
