@@ -58,6 +58,17 @@ def check_array(X, name="X", *, ndim=2, allow_sparse=False, dtype=np.float64, mi
     return X
 
 
+def check_precomputed_kernel(K, name="X"):
+    """A training Gram matrix (n, n): square and symmetric to rounding (|K - K^T| <= 1e-8 max |K|). Dual solvers
+    assume Q = Q^T; on an asymmetric K their updates do not descend and can cycle without end. ValueError."""
+    if K.shape[0] != K.shape[1]:
+        raise ValueError(f"{name}: a precomputed training kernel must be square (n, n), got shape {K.shape}")
+    asym = np.abs(K - K.T).max() if K.size else 0.0
+    if asym > 1e-8 * np.abs(K).max():
+        raise ValueError(f"{name}: a precomputed training kernel must be symmetric (K[i, j] = K[j, i]); "
+                         f"max |K - K^T| = {asym:.3g}")
+
+
 def check_n_features(X, n_features, name="X", owner=None):
     """Raise ValueError unless ``X`` has ``n_features`` columns (the number seen in fit by ``owner``)."""
     if X.shape[1] != n_features:

@@ -140,5 +140,12 @@ class ClassifierMixin:
     _estimator_type = "classifier"
 
     def score(self, X, y):
-        """Mean accuracy of ``predict(X)`` against labels y (n,); a float in [0, 1]."""
-        return float(np.mean(self.predict(X) == np.asarray(y)))
+        """Mean accuracy of ``predict(X)`` against labels y (n,) (or (n, 1), as fit takes); a float in [0, 1].
+        ValueError if y does not hold one label per row of X."""
+        pred = self.predict(X)
+        y = np.asarray(y)
+        if y.ndim == 2 and y.shape[1] == 1:
+            y = y[:, 0]
+        if y.shape != pred.shape:
+            raise ValueError(f"y: expected {pred.shape[0]} labels, one per row of X, got shape {y.shape}")
+        return float(np.mean(pred == y))

@@ -296,13 +296,19 @@ def lut_decision(X, table, x_max, intercept):
     e.g. ``PmSVM.table_``; x_max: ``PmSVM.x_max_``; intercept: (n_models,), ``PmSVM.intercept_``. For a
     binary PmSVM the positive class ``classes_[1]`` scores > 0; for a one-vs-one model the columns are
     the pairwise values (``PmSVM.decision_function`` turns them into votes). Raises ValueError for
-    mismatched shapes.
+    mismatched shapes or x_max not a positive number.
     """
     table = np.asarray(table)
+    if table.dtype not in (np.float32, np.float64):
+        table = table.astype(np.float64)
     intercept = np.ascontiguousarray(intercept, dtype=np.float64)
     if table.ndim != 3 or table.shape[2] < 2 or intercept.shape != (table.shape[0],):
         raise ValueError(f"lut_decision: table must be (n_models, d, N>=2) with intercept (n_models,); got "
                          f"{table.shape} and {intercept.shape}")
+    if not (np.isfinite(x_max) and x_max > 0):
+        raise ValueError(f"lut_decision: x_max must be a positive number (PmSVM.x_max_), got {x_max!r}")
+    if not sp.issparse(X):
+        X = np.asarray(X)
     if X.ndim != 2 or X.shape[1] != table.shape[1]:
         raise ValueError(f"lut_decision: X has shape {X.shape}, the table expects {table.shape[1]} features")
     inv_step = (table.shape[2] - 1) / float(x_max)
@@ -563,7 +569,8 @@ class PmSVM(ClassifierMixin, BaseEstimator):
         descent with step 1/(lambda t), lambda = 1/(C n)).
     multi_class : "ovr" (one binary problem per class, argmax of the decision values) or "ovo" (one per
         pair of classes, majority vote; more accurate on USPS and pendigits, see docs/pmsvm.md).
-    loss : "hinge" (L1-loss SVM, 0 <= alpha <= C) or "squared_hinge" (L2-loss, LIBLINEAR's D_ii = 1/(2C)).
+    loss : "hinge" (L1-loss SVM, 0 <= alpha <= C) or "squared_hinge" (L2-loss, LIBLINEAR's D_ii = 1/(2C); solver
+        "dcd" only).
     class_weight : None, "balanced" or {label: weight >= 0}: row i's C becomes C * class_weight[y_i] in
         every binary problem (as LIBSVM's -wi; "balanced": n / (n_classes * count of the class)). Unlike
         LIBLINEAR's one-vs-rest, the weight applies whether the class is the positive or a negative side.
@@ -624,6 +631,8 @@ class PmSVM(ClassifierMixin, BaseEstimator):
         check_choice(self.solver, "solver", ("dcd", "sgd"))
         check_choice(self.multi_class, "multi_class", ("ovr", "ovo"))
         check_choice(self.loss, "loss", ("hinge", "squared_hinge"))
+        if self.solver == "sgd" and self.loss != "hinge":
+            raise ValueError(f"loss={self.loss!r} needs solver='dcd': the SGD solver (Algorithm 4) minimises the hinge loss")
         check_class_weight(self.class_weight)
         return anchors
 
@@ -725,6 +734,7 @@ class PmSVM(ClassifierMixin, BaseEstimator):
     def table_(self):
         """The lookup table (n_models, d, lut_bins) float64 for the current lut_bins, built from coef_ at the first
         access and cached; AttributeError if there is none (not fitted, lut_bins None, or beyond TABLE_MAX_BYTES)."""
+        check_fitted(self, "coef_")
         table = self._build_table()
         if table is None:
             raise AttributeError("no lookup table: lut_bins is None or the table would exceed TABLE_MAX_BYTES")

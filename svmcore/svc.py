@@ -13,7 +13,8 @@ import scipy.sparse as sp
 
 from . import persistence
 from ._validation import (NotFittedError, check_array, check_choice, check_class_weight, check_fitted, check_labels,
-                          check_n_features, check_random_state, check_sample_weight, check_scalar, make_rng, row_weights)
+                          check_n_features, check_precomputed_kernel, check_random_state, check_sample_weight,
+                          check_scalar, make_rng, row_weights)
 from .base import BaseEstimator, ClassifierMixin
 from .kernels import KernelSpec, kernel_block, resolve_kernel
 from .multiclass import ovo_pairs, ovo_votes
@@ -60,8 +61,8 @@ class _KernelSVM(BaseEstimator):
         """Validate X and return (X, Q-factory arguments) for the kernel."""
         X = check_array(X, "X", allow_sparse=self._sparse_input, min_rows=min_rows)
         spec = resolve_kernel(self.kernel, X, self.gamma, self.degree, self.coef0)
-        if spec.kind == "precomputed" and X.shape[0] != X.shape[1]:
-            raise ValueError(f"X: a precomputed kernel must be square (n, n) in fit, got shape {X.shape}")
+        if spec.kind == "precomputed":
+            check_precomputed_kernel(X)
         return X, spec
 
     def _make_q(self, X, spec, y):
@@ -118,6 +119,8 @@ class _KernelSVM(BaseEstimator):
     def _spec(self):
         if self.kernel in ("linear", "precomputed"):
             return KernelSpec(self.kernel)
+        if self.kernel == "rbf":  # degree and coef0 are poly's: unchecked, and unused, for rbf
+            return KernelSpec("rbf", self.gamma_)
         return KernelSpec(self.kernel, self.gamma_, int(self.degree), float(self.coef0))
 
     def _pairwise_decision(self, X):

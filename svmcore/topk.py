@@ -8,7 +8,7 @@ import scipy.sparse as sp
 
 from . import persistence
 from ._validation import (check_array, check_choice, check_fitted, check_labels, check_n_features,
-                          check_random_state, check_scalar, make_rng)
+                          check_precomputed_kernel, check_random_state, check_scalar, make_rng)
 from .base import BaseEstimator, ClassifierMixin
 from .kernels import kernel_block, resolve_kernel, row_norms_sq
 from .sdca import block_violations, cs_fit, kernel_epoch, linear_epoch, objectives
@@ -140,8 +140,8 @@ class TopKSVM(ClassifierMixin, BaseEstimator):
         m = classes.size
         if self.k >= m:
             raise ValueError(f"k: must be smaller than the number of classes ({m}), got {self.k}")
-        if self.kernel == "precomputed" and X.shape[0] != X.shape[1]:
-            raise ValueError(f"X: a precomputed training kernel must be square (n, n), got shape {X.shape}")
+        if self.kernel == "precomputed":
+            check_precomputed_kernel(X)
         k, C, beta = int(self.k), float(self.C), self.loss == "beta"
         rng = make_rng(self.random_state)
         A = np.zeros((n, m))

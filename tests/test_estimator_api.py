@@ -63,6 +63,31 @@ def test_not_fitted_error(make, patches):
     assert issubclass(svmcore.NotFittedError, ValueError) and issubclass(svmcore.NotFittedError, AttributeError)
 
 
+def test_score_needs_one_label_per_row(patches):
+    X, y = patches
+    m = svmcore.SVC(kernel="poly", degree=2, gamma=1 / 361, coef0=1.0).fit(X, y[:, None])  # (n, 1) as fit takes it
+    assert m.score(X, y[:, None]) == m.score(X, y) > 0.8
+    for bad in (y[:1], y[:-1], np.c_[y, y]):  # broadcasting would give a number: refuse
+        with pytest.raises(ValueError, match="one per row"):
+            m.score(X, bad)
+
+
+def test_kernel_parameters_of_other_kernels_are_ignored(patches):
+    X, y = patches  # degree and coef0 belong to poly: left None, an rbf model fits, predicts and saves
+    m = svmcore.SVC(degree=None, coef0=None).fit(X, y)
+    np.testing.assert_array_equal(m.predict(X), svmcore.SVC().fit(X, y).predict(X))
+
+
+def test_asymmetric_precomputed_kernels_are_refused(patches):
+    X, y = patches  # dual solvers assume K = K^T: on an asymmetric K they cycled without end
+    K = X @ X.T
+    K[0, 1] += 1.0
+    for est in (svmcore.SVC(kernel="precomputed"), svmcore.OneClassSVM(kernel="precomputed"),
+                svmcore.TopKSVM(kernel="precomputed")):
+        with pytest.raises(ValueError, match="symmetric"):
+            est.fit(K, y)
+
+
 def test_string_labels_from_object_arrays(patches):
     X, y = patches
     labels = np.array(["non-face", "face"], dtype=object)[y]  # how pandas hands over a string column

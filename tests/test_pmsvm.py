@@ -461,3 +461,12 @@ def test_bad_input(pendigits):
         lut_decision(X, m.table_[0], m.x_max_, m.intercept_)
     with pytest.raises(ValueError, match="features"):
         lut_decision(X[:, :3], m.table_, m.x_max_, m.intercept_)
+    for x_max in (0.0, -1.0, np.nan):
+        with pytest.raises(ValueError, match="x_max"):
+            lut_decision(X, m.table_, x_max, m.intercept_)
+    np.testing.assert_array_equal(lut_decision(X[:5].tolist(), m.table_, m.x_max_, m.intercept_),
+                                  lut_decision(X[:5], m.table_, m.x_max_, m.intercept_))  # a list is an array
+    with pytest.raises(ValueError, match="solver='dcd'"):  # Algorithm 4 has no squared hinge: never ignore it
+        PmSVM(solver="sgd", loss="squared_hinge").fit(X, y)
+    with pytest.raises(svmcore.NotFittedError):
+        PmSVM().table_
