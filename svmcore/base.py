@@ -1,6 +1,7 @@
 """Estimator base: scikit-learn style parameters, and the state that persistence saves and restores."""
 from __future__ import annotations
 
+import copy
 import inspect
 import numbers
 
@@ -18,6 +19,11 @@ class BaseEstimator:
     calling ``_check_state``: the hyperparameter checks of ``fit`` (``_check_params``) plus the shape
     checks subclasses add. Works with scikit-learn's model selection (``clone``, ``GridSearchCV``,
     ``Pipeline``) without depending on it.
+
+    A fitted model keeps the hyperparameters it was fitted with: a successful fit (and load) records them
+    (``_freeze``), scoring reads them through ``_param`` and :meth:`save` writes them, so ``set_params`` after
+    fit takes effect at the next fit and never turns a model into another (an rbf model scored with a linear
+    kernel). ``_live_params`` names the exceptions that act on scoring at once (PmSVM's ``lut_bins``).
     """
 
     _state_arrays: tuple[str, ...] = ()
@@ -27,6 +33,7 @@ class BaseEstimator:
     _pairwise_input = False  # X is a kernel matrix: model selection must slice its rows and columns
     _positive_input = False  # X must be >= 0
     _params_added_later: dict = {}  # defaults for hyperparameters that files saved by earlier versions lack
+    _live_params: tuple[str, ...] = ()  # hyperparameters that change scoring at once, not at the next fit
 
     def __sklearn_tags__(self):
         # called only by scikit-learn (>= 1.6), so importing it here adds no runtime dependency
@@ -49,7 +56,7 @@ class BaseEstimator:
 
     def set_params(self, **params):
         """Set hyperparameters by name and return self; ValueError for an unknown name. Takes effect at the
-        next ``fit``."""
+        next ``fit``: a fitted model goes on scoring (and saving) with the values it was fitted with."""
         valid = set(self._param_names())
         for key, value in params.items():
             if key not in valid:
@@ -61,12 +68,28 @@ class BaseEstimator:
         args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items() if not callable(v))
         return f"{type(self).__name__}({args})"
 
+    def _freeze(self):
+        """Record the hyperparameters of the model just fitted (or loaded); called last, once it succeeded."""
+        self._fit_params = {k: copy.deepcopy(v) for k, v in self.get_params().items() if not callable(v)}
+
+    def _param(self, name):
+        """Hyperparameter ``name`` as the fitted model uses it (see the class docstring)."""
+        fitted = self.__dict__.get("_fit_params")
+        if fitted is None or name not in fitted or name in self._live_params:
+            return getattr(self, name)
+        return fitted[name]
+
     # --- persistence -----------------------------------------------------------------------------
     def _get_state(self):
+        """(params, meta, arrays) that save writes, checked by building the model load would build from them."""
+        params, meta, arrays = self._state()
+        type(self)._from_state(dict(params), dict(meta), dict(arrays))  # never write a file that load would refuse
+        return params, meta, arrays
+
+    def _state(self):
         if not hasattr(self, self._state_arrays[0]):
             raise ValueError(f"this {type(self).__name__} is not fitted yet; nothing to save")
-        self._check_state()  # never write a file that load would refuse (e.g. set_params after fit)
-        params = {k: v for k, v in self.get_params().items() if not callable(v)}
+        params = {k: self._param(k) for k, v in self.get_params().items() if not callable(v)}
         for k, v in params.items():
             if isinstance(v, np.generic):
                 params[k] = v.item()
@@ -102,6 +125,7 @@ class BaseEstimator:
                 raise KeyError(f"missing value {k!r}")
             setattr(est, k, meta[k])
         est._check_state()
+        est._freeze()
         return est
 
     def _check_params(self):

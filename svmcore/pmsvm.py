@@ -597,6 +597,7 @@ class PmSVM(ClassifierMixin, BaseEstimator):
 
     _state_arrays = ("coef_", "intercept_", "classes_", "n_iter_")
     _state_meta = ("x_max_",)
+    _live_params = ("lut_bins",)  # the scoring resolution: the table follows it at once
     _positive_input = True
     _params_added_later = {"class_weight": None}
 
@@ -636,13 +637,14 @@ class PmSVM(ClassifierMixin, BaseEstimator):
         check_class_weight(self.class_weight)
         return anchors
 
-    def _pairs(self, k=None):
-        """(n_models, 2) class indices (a, b) of each binary problem for k classes (default: classes_); b is
-        the positive class."""
+    def _pairs(self, k=None, multi_class=None):
+        """(n_models, 2) class indices (a, b) of each binary problem for k classes and multi_class (default:
+        the fitted model's); b is the positive class."""
         k = len(self.classes_) if k is None else k
+        multi_class = multi_class or self._param("multi_class")
         if k == 2:
             return np.array([[0, 1]])
-        if self.multi_class == "ovr":
+        if multi_class == "ovr":
             return np.stack([np.full(k, -1), np.arange(k)], axis=1)  # -1: all other classes
         return ovo_pairs(k)
 
@@ -691,7 +693,7 @@ class PmSVM(ClassifierMixin, BaseEstimator):
             codes, indices = dense, indices[:0]
             ev = np.vstack([ev, np.zeros((1, n_basis))])
             beta = np.vstack([beta, np.zeros((1, n_basis))])
-        pairs = self._pairs(len(classes))
+        pairs = self._pairs(len(classes), self.multi_class)
         n_models = len(pairs)
         pos = y_index[None, :] == pairs[:, 1:2]
         neg = (y_index[None, :] == pairs[:, 0:1]) | (pairs[:, 0:1] < 0)
@@ -728,6 +730,7 @@ class PmSVM(ClassifierMixin, BaseEstimator):
         # the table is a scoring cache derived from coef_ (8 ms for reuters, a third of its fit), built at first use;
         # the cache is a dict made here, so that scoring fills it without changing the estimator's own attributes
         self._cache = {}
+        self._freeze()
         return self
 
     @property
@@ -802,7 +805,7 @@ class PmSVM(ClassifierMixin, BaseEstimator):
             out = self._expanded(X) @ self.coef_.reshape(len(self.coef_), -1).T + self.intercept_
         if out.shape[1] == 1:
             return out[:, 0]
-        return out if self.multi_class == "ovr" else ovo_votes(out, self._pairs(), len(self.classes_))
+        return out if self._param("multi_class") == "ovr" else ovo_votes(out, self._pairs(), len(self.classes_))
 
     def predict(self, X):
         """Predicted labels (n,) with the dtype of ``classes_``; errors as :meth:`decision_function`."""

@@ -117,19 +117,21 @@ class _KernelSVM(BaseEstimator):
 
     @property
     def _spec(self):
-        if self.kernel in ("linear", "precomputed"):
-            return KernelSpec(self.kernel)
-        if self.kernel == "rbf":  # degree and coef0 are poly's: unchecked, and unused, for rbf
+        kernel = self._param("kernel")
+        if kernel in ("linear", "precomputed"):
+            return KernelSpec(kernel)
+        if kernel == "rbf":  # degree and coef0 are poly's: unchecked, and unused, for rbf
             return KernelSpec("rbf", self.gamma_)
-        return KernelSpec(self.kernel, self.gamma_, int(self.degree), float(self.coef0))
+        return KernelSpec(kernel, self.gamma_, int(self._param("degree")), float(self._param("coef0")))
 
     def _pairwise_decision(self, X):
         """f_m(x) = sum_i dual_coef_[m, i] K(sv_i, x) + intercept_[m] of every binary model: (n, n_models)."""
         check_fitted(self, "dual_coef_")
-        X = check_array(X, "X", allow_sparse=self.kernel != "precomputed")
+        precomputed = self._param("kernel") == "precomputed"
+        X = check_array(X, "X", allow_sparse=not precomputed)
         check_n_features(X, self.n_features_in_, owner=self)
         coef = self.dual_coef_.T
-        if self.kernel == "precomputed":
+        if precomputed:
             return X[:, self.support_] @ coef + self.intercept_
         spec = self._spec
         out = np.empty((X.shape[0], coef.shape[1]))
@@ -179,7 +181,7 @@ class _if_probability:
     def __get__(self, obj, owner=None):
         if obj is None:
             return self.fn
-        if not obj.probability:
+        if not obj._param("probability"):  # as fitted: set_params(probability=True) needs a refit
             raise AttributeError(f"{self.fn.__name__} is not available when probability=False; "
                                  "set probability=True before fit")
         return types.MethodType(self.fn, obj)
@@ -275,6 +277,7 @@ class SVC(ClassifierMixin, _KernelSVM):
         else:  # a refit without probabilities must not keep the sigmoids of an earlier model
             for k in self._prob_arrays:
                 self.__dict__.pop(k, None)
+        self._freeze()
         return self
 
     def _cross_val_decision(self, X, spec, rows, ys, C, rng, n_folds=5):
@@ -368,12 +371,9 @@ class SVC(ClassifierMixin, _KernelSVM):
             if not np.isfinite(a).all():
                 raise ValueError(f"array {k!r} contains NaN or infinity")
 
-    def _get_state(self):
-        params, meta, arrays = super()._get_state()
-        if self.probability:
-            if not hasattr(self, "probA_"):
-                raise ValueError("probability=True was set after fitting with probability=False: there are no "
-                                 "probA_/probB_ to save; fit again")
+    def _state(self):
+        params, meta, arrays = super()._state()
+        if params["probability"]:  # as fitted, so the sigmoids exist
             arrays.update({k: getattr(self, k) for k in self._prob_arrays})
         return params, meta, arrays
 
@@ -422,6 +422,7 @@ class OneClassSVM(_KernelSVM):
         alpha0 = initial_one_class_alpha(self.nu * w.sum(), w)
         res = self._run(self._make_q(X, spec, None), np.zeros(n), np.ones(n), w, alpha0)
         self._store(X, spec, [res], res.alpha[None, :], [-res.rho])
+        self._freeze()
         return self
 
     @property

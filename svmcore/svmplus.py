@@ -122,6 +122,7 @@ class LinearSVMPlus(_Classifier, BaseEstimator):
         self.n_iter_ = int(n_iter)
         self.kkt_violation_ = float(max(violation, 0.0))
         self.n_features_in_ = int(X.shape[1])
+        self._freeze()
         return self
 
     def decision_function(self, X):
@@ -261,7 +262,8 @@ class KernelSVMPlus(_Classifier, BaseEstimator):
         return resolve_kernel(kernel, X, g, 3, 0.0)
 
     def _spec(self):
-        return KernelSpec(self.kernel, self.kernel_gamma_) if self.kernel == "rbf" else KernelSpec("linear")
+        kernel = self._param("kernel")
+        return KernelSpec(kernel, self.kernel_gamma_) if kernel == "rbf" else KernelSpec("linear")
 
     def fit(self, X, X_star, y):
         """Train on X (n, d) and privileged X_star (n, d*), float arrays or scipy.sparse; y (n,) two classes.
@@ -292,6 +294,7 @@ class KernelSVMPlus(_Classifier, BaseEstimator):
         self.n_iter_ = int(res.n_iter)
         self.kkt_violation_ = float(res.kkt_violation)
         self.n_features_in_ = int(X.shape[1])
+        self._freeze()
         return self
 
     def decision_function(self, X):

@@ -226,6 +226,7 @@ class TopKSVM(ClassifierMixin, BaseEstimator):
             self.support_ = np.flatnonzero(np.any(A != 0.0, axis=1)).astype(np.int64)
             self.dual_coef_ = A[self.support_]
             self.support_vectors_ = X[self.support_] if self.kernel == "rbf" else np.zeros((0, X.shape[1]))
+        self._freeze()
         return self
 
     # --- prediction ------------------------------------------------------------------------------------------
@@ -233,11 +234,12 @@ class TopKSVM(ClassifierMixin, BaseEstimator):
         """Class scores W' x, (n, m) float64; X as in fit ((n_test, n_train) kernel for "precomputed").
         Raises :class:`svmcore.NotFittedError` before fit and ValueError for a wrong number of features."""
         check_fitted(self, "classes_")
-        X = self._check_X(X)
+        kernel = self._param("kernel")
+        X = check_array(X, "X", allow_sparse=kernel == "linear")
         check_n_features(X, self.n_features_in_, owner=self)
-        if self.kernel == "linear":
+        if kernel == "linear":
             return np.asarray(X @ self.coef_.T)
-        if self.kernel == "precomputed":
+        if kernel == "precomputed":
             return X[:, self.support_] @ self.dual_coef_
         spec = resolve_kernel("rbf", X, self.gamma_, 3, 0.0)
         return kernel_block(X, self.support_vectors_, spec) @ self.dual_coef_

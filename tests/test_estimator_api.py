@@ -63,6 +63,28 @@ def test_not_fitted_error(make, patches):
     assert issubclass(svmcore.NotFittedError, ValueError) and issubclass(svmcore.NotFittedError, AttributeError)
 
 
+@pytest.mark.parametrize("make, change", [
+    (lambda: svmcore.SVC(), dict(kernel="linear")),
+    (lambda: svmcore.SVC(kernel="poly", degree=2, gamma=1 / 361, coef0=1.0), dict(degree=3, coef0=0.0)),
+    (lambda: svmcore.SVC(), dict(kernel="precomputed")),
+    (lambda: svmcore.OneClassSVM(nu=0.2), dict(kernel="linear")),
+    (lambda: svmcore.PmSVM(random_state=0), dict(multi_class="ovo")),
+    (lambda: svmcore.TopKSVM(random_state=0), dict(kernel="rbf")),
+])
+def test_set_params_after_fit_takes_effect_at_the_next_fit(make, change, patches, tmp_path):
+    X, y = patches  # a fitted model keeps scoring, and saving, as fitted: never an rbf model under a linear kernel
+    y = y + (X[:, 0] > 0.5)  # three classes, so that PmSVM's multi_class matters
+    m = make().fit(X, y)
+    before = m.decision_function(X)
+    m.set_params(**change)
+    np.testing.assert_array_equal(m.decision_function(X), before)
+    np.testing.assert_array_equal(svmcore.load(m.save(tmp_path / "m.npz")).decision_function(X), before)
+    if change.get("kernel") != "precomputed":  # the next fit uses the new values
+        np.testing.assert_array_equal(m.fit(X, y).decision_function(X),
+                                      make().set_params(**change).fit(X, y).decision_function(X))
+        assert not np.allclose(m.decision_function(X), before)
+
+
 def test_score_needs_one_label_per_row(patches):
     X, y = patches
     m = svmcore.SVC(kernel="poly", degree=2, gamma=1 / 361, coef0=1.0).fit(X, y[:, None])  # (n, 1) as fit takes it
