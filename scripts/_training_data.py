@@ -2,12 +2,26 @@
 annotated scenes (train and test splits), plus the per-split evaluation of a detector on those scenes."""
 from __future__ import annotations
 
+import os
+
 import cv2
 import numpy as np
 
 from facedet.evaluate import evaluate_detections, read_annotations
 from facedet.imageio import read_grey
 from facedet.patches import image_files, load_npz
+
+
+def check_args(ap, args):
+    """Usage errors before minutes of training: --out must be a writable file path, --rounds >= 0, --data a
+    folder."""
+    out = args.out
+    if out.is_dir() or not out.parent.is_dir() or not os.access(out.parent, os.W_OK):
+        ap.error(f"--out {out}: not a writable file path (its folder must exist)")
+    if args.rounds < 0:
+        ap.error(f"--rounds: expected >= 0, got {args.rounds}")
+    if not args.data.is_dir():
+        ap.error(f"--data {args.data}: not a folder (expected shared/data)")
 
 
 def load_training_data(data):

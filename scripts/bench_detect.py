@@ -34,7 +34,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from _threads import limit_threads  # scripts/ is on sys.path when run
+from _threads import limit_threads, positive_int  # scripts/ is on sys.path when run
 
 limit_threads()  # before numpy, numba and cv2 load
 
@@ -173,7 +173,7 @@ def main():
     ap.add_argument("--model", "--classifier", dest="models", action="append", default=[], type=Path,
                     help="a saved facedet detector to compare as well (repeatable)")
     ap.add_argument("--no-default", action="store_true", help="skip the default facedet model")
-    ap.add_argument("--repeat", type=int, default=3, help="timing: best of N runs per image")
+    ap.add_argument("--repeat", type=positive_int, default=3, help="timing: best of N runs per image")
     ap.add_argument("--threads", type=int, default=1, help="threads for every library (OpenCV, numba, BLAS, dlib)")
     ap.add_argument("--data", type=Path, default=DATA, help="the shared/data folder")
     ap.add_argument("--no-dlib", action="store_true", help="skip dlib's HOG detector (a shorter run)")
@@ -192,8 +192,10 @@ def main():
             continue
         try:
             detectors.append(Facedet(path, label))
-        except Exception as exc:  # the benchmark of the others still runs
-            print(f"# skipped {label or path}: {type(exc).__name__}: {exc}")
+        except Exception as exc:
+            if label is None:  # a --model the user named: a usage error, as a missing file is
+                ap.error(f"--model {path}: {type(exc).__name__}: {exc}")
+            print(f"# skipped {label}: {type(exc).__name__}: {exc}")  # the benchmark of the others still runs
     detectors += [Haar(1.1, 5), Haar(1.2, 3)] + ([] if args.no_dlib else [DlibHog(0), DlibHog(1)])
 
     scenes = args.data / "scenes_annotated_dlib_voc"

@@ -59,6 +59,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.svm import LinearSVC
 from threadpoolctl import threadpool_limits
 
+from _threads import positive_int  # scripts/ is on sys.path when run
 from svmcore.pmsvm import PmSVM, approximation_error, lut_decision, power_mean_kernel
 
 DATA = Path(os.environ.get("FACEDET_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
@@ -368,7 +369,7 @@ def main():
     ap.add_argument("--sets", default=",".join(SETS),
                     help=f"comma-separated data sets, from {', '.join(SETS)} (default: all; ignored with --quick, "
                          "which runs pendigits, and with --epochs-only)")
-    ap.add_argument("--repeat", type=int, default=3,
+    ap.add_argument("--repeat", type=positive_int, default=3,
                     help="at least this many fits per timing, more while they total under 1 s; the fastest is "
                          "reported (default 3)")
     args = ap.parse_args()

@@ -22,6 +22,7 @@ import warnings
 import numpy as np
 from sklearn.svm import LinearSVC
 
+from _threads import positive_int  # scripts/ is on sys.path when run
 from repro_topk import load
 from svmcore.projections import knapsack_into, topk_simplex_into
 from svmcore.sdca import topk_losses
@@ -135,7 +136,7 @@ def main():
     ap.add_argument("--quick", action="store_true", help="letter and usps only")
     ap.add_argument("--skip-projections", action="store_true", help="skip the top-k simplex projection timings")
     ap.add_argument("--projections-only", action="store_true", help="only the projection timings")
-    ap.add_argument("--repeat", type=int, default=3, help="alternating LIBLINEAR / TopKSVM runs per matched gap")
+    ap.add_argument("--repeat", type=positive_int, default=3, help="alternating LIBLINEAR / TopKSVM runs per matched gap")
     args = ap.parse_args()
     if not args.skip_projections:
         bench_projections()

@@ -133,9 +133,12 @@ def print_table(title, kind, rows):
 
 
 def main():
+    from _threads import positive_int  # scripts/ is on sys.path when run
+
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="the shared/data folder")
-    parser.add_argument("--repeats", type=int, default=7, help="random training subsets per table cell")
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="the MNIST+ file (shared/data/bench/mnist_plus/mnist_plus.npz)")
+    parser.add_argument("--repeats", type=positive_int, default=7,
+                        help="timed refits of each method on the same training set; the median is reported")
     parser.add_argument("--threads", type=str, default="1", help="BLAS/numba threads (set before import)")
     args = parser.parse_args()
     raw = load(args.data)

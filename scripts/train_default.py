@@ -38,7 +38,8 @@ from facedet.detector import Detector  # noqa: E402
 from facedet.features import window_features  # noqa: E402
 from facedet.patches import augment  # noqa: E402
 
-from _training_data import evaluate_scenes, fmt_box, lfw_faces, load_training_data, log_round, report  # noqa: E402
+from _training_data import (check_args, evaluate_scenes, fmt_box, lfw_faces, load_training_data,  # noqa: E402
+                            log_round, report)
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data"
@@ -69,6 +70,7 @@ def main():
                     help="model file (default: replaces the shipped models/default_detector.npz)")
     ap.add_argument("--threads", default="1", help="threads for numba and BLAS (the shipped model: 1)")
     args = ap.parse_args()
+    check_args(ap, args)
     t_start = time.perf_counter()
 
     X, y, negatives, ann, images = load_training_data(args.data)

@@ -34,7 +34,7 @@ import numpy as np  # noqa: E402
 from facedet.bootstrap import bootstrap, calibrate_box, choose_threshold  # noqa: E402
 from facedet.detector import train_pmsvm_detector  # noqa: E402
 
-from _training_data import evaluate_scenes, fmt_box, load_training_data, log_round, report  # noqa: E402
+from _training_data import check_args, evaluate_scenes, fmt_box, load_training_data, log_round, report  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data"
@@ -50,6 +50,7 @@ def main():
     ap.add_argument("--out", type=Path, required=True, help="model file to write")
     ap.add_argument("--threads", default="1", help="threads for numba and BLAS")
     args = ap.parse_args()
+    check_args(ap, args)
     t_start = time.perf_counter()
     pmsvm_params = {"C": args.C, "p": args.p, "random_state": 0}
 
