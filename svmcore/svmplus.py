@@ -194,14 +194,21 @@ def _solve_relative(Q, tol):
     # support vectors of (23) in a few outer iterations (CBCL, n = 2000: 0.10 s at 1024 vs 1.1 s at 64)
     q = min(n, 1024)
     scale = float(Q.mean())
+    # below this the violation is rounding: a degenerate problem (rho -> 0, e.g. contradictory duplicate rows at
+    # large C) would otherwise chase an ever smaller tolerance without end
+    floor = 1e3 * np.finfo(np.float64).eps * float(np.abs(Q).max())
     n_iter = 0
     for _ in range(4):
-        res = solve(Qm, np.zeros(n), ones, ones, alpha, tol=tol * scale, working_set_size=q)
+        res = solve(Qm, np.zeros(n), ones, ones, alpha, tol=max(tol * scale, floor), working_set_size=q)
         n_iter += res.n_iter
         alpha = res.alpha
         scale = float(alpha @ res.gradient)  # = a'Qa = rho at the optimum
-        if res.kkt_violation <= tol * scale:
+        if res.kkt_violation <= max(tol * scale, floor):
             break
+    if tol * scale < floor:
+        warnings.warn(f"l2-SVM+ margin rho = a'Qa = {scale:.3g} is at rounding level: a degenerate problem "
+                      "(contradictory rows at this C?); stopped at KKT violation "
+                      f"{res.kkt_violation:.3g}", RuntimeWarning, stacklevel=3)
     res.n_iter = n_iter
     return res
 

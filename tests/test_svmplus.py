@@ -275,3 +275,12 @@ def test_bad_kernel_parameters():
         LinearSVMPlus(tol=0.0).fit(X, X_star, y)
     with pytest.raises(ValueError, match="max_iter: must be >= 1"):
         LinearSVMPlus(max_iter=0).fit(X, X_star, y)
+
+
+@pytest.mark.timeout(120)
+def test_kernel_degenerate_problem_stops_with_a_warning(mnist_plus):
+    X, X_star, y = mnist_plus["l1"]["X_train"][:60], mnist_plus["l1"]["Xstar_train"][:60], mnist_plus["y_train"][:60]
+    X, X_star, y = np.r_[X, X[:1]], np.r_[X_star, X_star[:1]], np.r_[y, 13 - y[:1]]  # a row, relabelled (5 <-> 8)
+    # at C = 1e7 the margin a'Qa falls to rounding level: the relative tolerance ran on without end before
+    with pytest.warns(RuntimeWarning, match="rounding level"):
+        KernelSVMPlus(C=1e7).fit(X, X_star, y)
