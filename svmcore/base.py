@@ -141,10 +141,16 @@ class BaseEstimator:
                 raise ValueError(f"array {k!r} has dtype {a.dtype}; expected numbers")
             if a.dtype.kind == "f" and not np.isfinite(a).all():
                 raise ValueError(f"array {k!r} contains NaN or infinity")
+        if "classes_" in self._state_arrays:  # what predict indexes: one label per class, each once
+            c = self.classes_
+            if c.ndim != 1 or np.unique(c).size != c.size:
+                raise ValueError(f"classes_ must be a 1-D array of distinct labels, got shape {c.shape}")
         for k in self._state_meta:
             v = getattr(self, k)
             if isinstance(v, bool) or not isinstance(v, numbers.Real) or not np.isfinite(v):
                 raise ValueError(f"{k} must be a finite number, got {v!r}")
+            if k.startswith("n_") and not (isinstance(v, numbers.Integral) and v >= 0):  # counts
+                raise ValueError(f"{k} must be a count (an integer >= 0), got {v!r}")
         if getattr(self, "class_weight", None) is not None and hasattr(self, "classes_"):
             class_sample_weight(self.class_weight, self.classes_, np.zeros(0, dtype=np.int64))  # labels are classes
 

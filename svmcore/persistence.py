@@ -93,6 +93,9 @@ def read_archive(path, expected_format: str) -> tuple[dict, dict]:
         raise ValueError(f"{path}: not a valid model file ({exc})") from exc
     if "__header__" not in arrays:
         raise ValueError(f"{path}: not a model file of this project (no header)")
+    bad = [k for k, a in arrays.items() if not isinstance(a, np.ndarray)]  # np.load hands over raw bytes
+    if bad:
+        raise ValueError(f"{path}: not a valid model file ({bad[0]!r} is not a .npy array)")
     raw = arrays.pop("__header__")
     try:
         header = json.loads(raw.tobytes().decode("utf-8"))
@@ -123,7 +126,7 @@ def load(path):
     """
     header, arrays = read_archive(path, "svmcore-model")
     name = header.get("class")
-    cls = _REGISTRY.get(name)
+    cls = _REGISTRY.get(name) if isinstance(name, str) else None
     if cls is None:
         raise ValueError(f"{path}: unknown model class {name!r}; known: {sorted(_REGISTRY)}")
     params = header.get("params")

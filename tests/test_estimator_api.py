@@ -165,6 +165,10 @@ def test_failed_pmsvm_refit_keeps_the_old_model(patches):
     (lambda h, a: h["params"].update(class_weight=[[1, 2.0], [1, 3.0]]), "more than once"),
     (lambda h, a: h["params"].update(class_weight="heavy"), "class_weight: unknown value"),
     (lambda h, a: h["params"].update(probability=1), "probability: expected a bool"),
+    (lambda h, a: h.update({"class": ["SVC"]}), "unknown model class"),
+    (lambda h, a: a.update(classes_=a["classes_"][None, :]), "classes_ must"),
+    (lambda h, a: a.update(classes_=a["classes_"][[0, 0]]), "distinct labels"),
+    (lambda h, a: h["meta"].update(n_features_in_=1e9), "n_features_in_ must be a count"),
 ])
 def test_load_refuses_invalid_state(edit, match, patches, tmp_path, rewrite_model):
     X, y = patches
@@ -185,10 +189,16 @@ def test_files_from_before_new_parameters_still_load(patches, tmp_path, rewrite_
 
 
 def test_load_refuses_npy_and_saves_through_symlinks(patches, tmp_path):
+    import zipfile
+
     X, y = patches
     np.save(tmp_path / "array.npy", np.arange(3))
     with pytest.raises(ValueError, match="not an .npz"):
         svmcore.load(tmp_path / "array.npy")
+    with zipfile.ZipFile(tmp_path / "raw.npz", "w") as z:  # a zip whose members are not .npy arrays
+        z.writestr("__header__.npy", b'{"format": "svmcore-model"}')
+    with pytest.raises(ValueError, match="not a .npy array"):
+        svmcore.load(tmp_path / "raw.npz")
     m = svmcore.SVC(kernel="linear").fit(X, y)
     target = m.save(tmp_path / "real.npz")
     (tmp_path / "link.npz").symlink_to(target)
