@@ -44,6 +44,9 @@ def resolve_kernel(kernel, X, gamma, degree, coef0) -> KernelSpec:
         else:
             var = X.var()
         g = 1.0 / (d * var) if var > 0 else 1.0
+        if not (np.isfinite(g) and g > 0):  # features so large their variance overflows
+            raise ValueError(f"gamma='scale': the features' variance ({var:g}) gives no kernel width; rescale "
+                             "the features or give gamma")
     elif gamma == "auto":
         g = 1.0 / d
     else:

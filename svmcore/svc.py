@@ -97,7 +97,11 @@ class _KernelSVM(BaseEstimator):
 
     def _store(self, X, spec, results, coef, intercept):
         """Keep the rows with a nonzero coefficient in any of the binary models: coef (n_models, n),
-        intercept (n_models,), results: one solver result per model."""
+        intercept (n_models,), results: one solver result per model. ValueError, before anything is stored, if
+        the solution is not finite (kernel values that overflow, e.g. a high-degree poly on large features)."""
+        if not (np.isfinite(coef).all() and np.isfinite(intercept).all()):
+            raise ValueError(f"training gave NaN or infinite coefficients: the {spec.kind} kernel values overflow "
+                             "on these features; rescale them (e.g. to [0, 1]) or lower degree / gamma")
         support = np.flatnonzero(np.any(coef != 0, axis=0))
         self.support_ = support.astype(np.int64)
         if spec.kind == "precomputed":
@@ -270,8 +274,8 @@ class SVC(ClassifierMixin, _KernelSVM):
             coef[m, rows] = res.alpha * ys
             intercept.append(-res.rho)
             results.append(res)
-        self.classes_ = classes
         self._store(X, spec, results, coef, intercept)
+        self.classes_ = classes
         if self.probability:
             self.probA_, self.probB_ = prob_a, prob_b
         else:  # a refit without probabilities must not keep the sigmoids of an earlier model

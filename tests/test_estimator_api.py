@@ -100,6 +100,17 @@ def test_kernel_parameters_of_other_kernels_are_ignored(patches):
     np.testing.assert_array_equal(m.predict(X), svmcore.SVC().fit(X, y).predict(X))
 
 
+def test_overflowing_kernels_are_refused_and_the_earlier_model_kept(patches):
+    X, y = patches
+    m = svmcore.SVC().fit(X, y)
+    before = m.decision_function(X)
+    with pytest.warns(RuntimeWarning), pytest.raises(ValueError, match="overflow"):  # (255 <x, x'> + 1)^60
+        m.set_params(kernel="poly", degree=60, gamma=1.0, coef0=1.0).fit(X * 255, y)
+    with pytest.warns(RuntimeWarning), pytest.raises(ValueError, match="no kernel width"):  # variance is inf
+        svmcore.SVC().fit(X * 1e200, y)
+    np.testing.assert_array_equal(m.decision_function(X), before)
+
+
 def test_asymmetric_precomputed_kernels_are_refused(patches):
     X, y = patches  # dual solvers assume K = K^T: on an asymmetric K they cycled without end
     K = X @ X.T
