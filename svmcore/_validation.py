@@ -128,7 +128,7 @@ def check_scalar(value, name, *, lo=None, hi=None, lo_open=False, hi_open=False,
     kind = numbers.Integral if integer else numbers.Real
     if isinstance(value, bool) or not isinstance(value, kind):
         raise TypeError(f"{name}: expected {'an integer' if integer else 'a real number'}, got {value!r}")
-    if not np.isfinite(value):
+    if not isinstance(value, numbers.Integral) and not np.isfinite(value):  # (ints are; np.isfinite refuses 2**64)
         raise ValueError(f"{name}: must be finite, got {value!r}")
     if lo is not None and (value <= lo if lo_open else value < lo):
         raise ValueError(f"{name}: must be {'>' if lo_open else '>='} {lo}, got {value!r}")

@@ -36,6 +36,8 @@ def atomic_write(path):
     path = Path(os.path.realpath(path))  # through a symlink: replace its target, keep the link
     if not path.parent.is_dir():  # name the user's folder, not the temporary file mkstemp would report
         raise FileNotFoundError(f"cannot write {path}: folder {path.parent} does not exist")
+    if path.is_dir():  # ("" is the current folder)
+        raise IsADirectoryError(f"cannot write {path}: it is a folder; give a file name")
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     umask = os.umask(0)
     os.umask(umask)

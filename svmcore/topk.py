@@ -112,7 +112,9 @@ class TopKSVM(ClassifierMixin, BaseEstimator):
     def _labels(y, n, classes):
         if classes is None:
             return check_labels(y, n)
-        classes, _ = check_labels(classes, len(np.asarray(classes)), name="classes")
+        if np.ndim(classes) != 1:
+            raise ValueError(f"classes: expected a 1-D list of the class labels, got {classes!r}")
+        classes, _ = check_labels(classes, len(classes), name="classes")
         if len(np.asarray(y).ravel()) != n:
             raise ValueError(f"y: has {len(np.asarray(y).ravel())} labels for {n} samples")
         y_arr, y_index = check_labels(y, n, min_classes=1)

@@ -111,6 +111,15 @@ def test_overflowing_kernels_are_refused_and_the_earlier_model_kept(patches):
     np.testing.assert_array_equal(m.decision_function(X), before)
 
 
+def test_small_things_users_pass(patches, tmp_path):
+    X, y = patches
+    m = svmcore.SVC(kernel="linear", random_state=2**64).fit(X, y)  # any int seed, as numpy takes it
+    with pytest.raises(IsADirectoryError, match="it is a folder"):
+        m.save(tmp_path)
+    with pytest.raises(ValueError, match="1-D list of the class labels"):
+        svmcore.TopKSVM().fit(X, y, classes=2)
+
+
 def test_asymmetric_precomputed_kernels_are_refused(patches):
     X, y = patches  # dual solvers assume K = K^T: on an asymmetric K they cycled without end
     K = X @ X.T

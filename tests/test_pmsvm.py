@@ -470,3 +470,7 @@ def test_bad_input(pendigits):
         PmSVM(solver="sgd", loss="squared_hinge").fit(X, y)
     with pytest.raises(svmcore.NotFittedError):
         PmSVM().table_
+    with pytest.raises(ValueError, match="too close to 0"):  # x^p rounds to 1: M_p would be the minimum
+        power_mean_kernel(X[:5], p=-1e-300)
+    with pytest.raises(ValueError, match="step"):  # a step^-2 grid: 1e-5 asked for 75 GB
+        approximation_error(step=1e-5)
