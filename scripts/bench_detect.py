@@ -32,9 +32,8 @@ times are CPU time of this process (best of --repeat), which other processes on 
 from __future__ import annotations
 
 import argparse
-import os
 
-from _threads import limit_threads, positive_int  # scripts/ is on sys.path when run
+from _script import DATA, limit_threads, positive_int  # scripts/ is on sys.path when run
 
 limit_threads()  # before numpy, numba and cv2 load
 
@@ -48,7 +47,6 @@ from facedet.evaluate import evaluate_detections, iou, match_detections, read_an
 from facedet.imageio import read_rgb  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-DATA = Path(os.environ.get("FACEDET_DATA", ROOT.parent / "shared" / "data"))
 # astronaut.png (512x512): measured by hand on a 3x enlargement with a 10-px grid. Top = top of the
 # eyebrows (y 87), bottom = chin (y 177), left/right = the cheek outline at eye level (x 181..269):
 # the eyebrows-to-chin convention of the dlib annotations.
@@ -178,6 +176,8 @@ def main():
     ap.add_argument("--data", type=Path, default=DATA, help="the shared/data folder")
     ap.add_argument("--no-dlib", action="store_true", help="skip dlib's HOG detector (a shorter run)")
     args = ap.parse_args()
+    if not args.data.is_dir():
+        ap.error(f"--data {args.data}: not found (the shared/data folder; $FACEDET_DATA sets the data folder)")
     missing = [str(p) for p in args.models if not p.is_file()]
     if missing:  # a mistyped --model must not leave a benchmark of the others only
         ap.error(f"--model: no such file: {', '.join(missing)}")

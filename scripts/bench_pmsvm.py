@@ -41,10 +41,8 @@ pendigits, usps, cbcl, reuters, sector, the default all; about 8 minutes in all,
 from __future__ import annotations
 
 import argparse
-import os
 import time
 import warnings
-from pathlib import Path
 
 import cv2
 import h5py
@@ -59,10 +57,9 @@ from sklearn.pipeline import make_pipeline
 from sklearn.svm import LinearSVC
 from threadpoolctl import threadpool_limits
 
-from _threads import positive_int  # scripts/ is on sys.path when run
+from _script import DATA, data_path, positive_int  # scripts/ is on sys.path when run
 from svmcore.pmsvm import PmSVM, approximation_error, lut_decision, power_mean_kernel
 
-DATA = Path(os.environ.get("FACEDET_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
 C_GRID = (0.1, 1.0, 10.0)
 P = -1.0  # chi-square: the kernel AdditiveChi2Sampler approximates
 
@@ -373,6 +370,7 @@ def main():
                     help="at least this many fits per timing, more while they total under 1 s; the fastest is "
                          "reported (default 3)")
     args = ap.parse_args()
+    data_path()  # a usage error if the data folder is missing
     args.sets = [name.strip() for name in args.sets.split(",")]
     unknown = set(args.sets) - set(SETS)
     if unknown:

@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 if __name__ == "__main__":  # thread counts must be fixed before numpy/numba load
-    from _threads import limit_threads  # scripts/ is on sys.path when run
+    from _script import limit_threads  # scripts/ is on sys.path when run
 
     limit_threads(override=False)
 
@@ -35,7 +35,7 @@ import numpy as np  # noqa: E402
 from svmcore.qp_baselines import SVMPlusQP  # noqa: E402
 from svmcore.svmplus import KernelSVMPlus, LinearSVMPlus, mean_distance_gamma  # noqa: E402
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+from _script import DATA  # noqa: E402  (scripts/ is on sys.path when run)
 
 
 def unit_rows(A):
@@ -132,7 +132,7 @@ def bench_kernel(name, X, X_star, y, X_test, y_test, repeats, qp_max):
 
 
 def main():
-    from _threads import positive_int  # scripts/ is on sys.path when run
+    from _script import positive_int  # scripts/ is on sys.path when run
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=DATA, help="the shared/data folder")
@@ -143,6 +143,8 @@ def main():
     parser.add_argument("--tol", type=float, default=1e-2, help="projected-gradient tolerance (both linear solvers)")
     parser.add_argument("--threads", default="1", help="BLAS/numba threads (set before import)")
     args = parser.parse_args()
+    if not args.data.is_dir():
+        parser.error(f"--data {args.data}: not found (the shared/data folder; $FACEDET_DATA sets the data folder)")
     sizes = [int(s) for s in args.sizes.split(",")]
     print(f"threads={os.environ.get('OMP_NUM_THREADS')}, repeats={args.repeats} (median), C=1, gamma=1")
     cbcl = load_cbcl(args.data)

@@ -22,7 +22,7 @@ import warnings
 import numpy as np
 from sklearn.svm import LinearSVC
 
-from _threads import positive_int  # scripts/ is on sys.path when run
+from _script import data_path, positive_int  # scripts/ is on sys.path when run
 from repro_topk import load
 from svmcore.projections import knapsack_into, topk_simplex_into
 from svmcore.sdca import topk_losses
@@ -138,6 +138,7 @@ def main():
     ap.add_argument("--projections-only", action="store_true", help="only the projection timings")
     ap.add_argument("--repeat", type=positive_int, default=3, help="alternating LIBLINEAR / TopKSVM runs per matched gap")
     args = ap.parse_args()
+    data_path()  # a usage error if the data folder is missing
     if not args.skip_projections:
         bench_projections()
     if args.projections_only:

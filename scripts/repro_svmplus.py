@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 if __name__ == "__main__":  # thread counts must be fixed before numpy/numba load
-    from _threads import limit_threads  # scripts/ is on sys.path when run
+    from _script import limit_threads  # scripts/ is on sys.path when run
 
     limit_threads(override=False)
 
@@ -31,7 +31,9 @@ import numpy as np  # noqa: E402
 from svmcore.qp_baselines import SVMPlusQP  # noqa: E402
 from svmcore.svmplus import KernelSVMPlus, LinearSVMPlus, mean_distance_gamma  # noqa: E402
 
-DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "bench" / "mnist_plus" / "mnist_plus.npz"
+from _script import DATA  # noqa: E402  (scripts/ is on sys.path when run)
+
+DEFAULT_DATA = DATA / "bench" / "mnist_plus" / "mnist_plus.npz"
 C_GRID = [10.0**k for k in range(-2, 4)]
 GAMMA_GRID = [10.0**k for k in range(-2, 3)]
 WIDTH_GRID = [0.25, 0.5, 1.0, 2.0, 4.0]  # Gaussian: multiples of the mean-distance width of the main view
@@ -133,7 +135,7 @@ def print_table(title, kind, rows):
 
 
 def main():
-    from _threads import positive_int  # scripts/ is on sys.path when run
+    from _script import positive_int  # scripts/ is on sys.path when run
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="the MNIST+ file (shared/data/bench/mnist_plus/mnist_plus.npz)")
@@ -141,6 +143,8 @@ def main():
                         help="timed refits of each method on the same training set; the median is reported")
     parser.add_argument("--threads", type=str, default="1", help="BLAS/numba threads (set before import)")
     args = parser.parse_args()
+    if not args.data.is_file():
+        parser.error(f"--data {args.data}: not found (the MNIST+ file; $FACEDET_DATA sets the data folder)")
     raw = load(args.data)
     print(f"MNIST+: train {raw['X'].shape} + privileged {raw['X_star'].shape}, val {raw['X_val'].shape[0]}, "
           f"test {raw['X_test'].shape[0]}; grid C in {C_GRID}, gamma in {GAMMA_GRID}, Gaussian width factor in "

@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import time
 import warnings
-from pathlib import Path
 
 import h5py
 import numpy as np
@@ -27,7 +26,9 @@ from sklearn.svm import LinearSVC
 from svmcore.metrics import top_k_accuracies
 from svmcore.topk import TopKSVM
 
-BENCH = Path(__file__).resolve().parents[2] / "shared" / "data" / "bench"
+from _script import DATA, data_path  # noqa: E402  (scripts/ is on sys.path when run)
+
+BENCH = DATA / "bench"
 KS = (1, 2, 3, 5, 10)
 
 
@@ -134,6 +135,7 @@ def main():
     ap.add_argument("--quick", action="store_true", help="C in {1, 10} and 2 folds (default: {0.1, 1, 10}, 3)")
     ap.add_argument("--datasets", default="letter,usps,sector", help="comma-separated, from letter, usps, sector")
     args = ap.parse_args()
+    data_path()  # a usage error if the data folder is missing
     unknown = set(args.datasets.split(",")) - {"letter", "usps", "sector"}
     if unknown:
         ap.error(f"--datasets: unknown {sorted(unknown)}")

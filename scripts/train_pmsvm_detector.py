@@ -21,7 +21,7 @@ threshold, so results are reproducible at a given thread count.
 """
 from __future__ import annotations
 
-from _threads import limit_threads  # scripts/ is on sys.path when run
+from _script import DATA, limit_threads  # scripts/ is on sys.path when run
 
 limit_threads()  # before numpy, numba and BLAS load
 
@@ -37,7 +37,6 @@ from facedet.detector import train_pmsvm_detector  # noqa: E402
 from _training_data import check_args, evaluate_scenes, fmt_box, load_training_data, log_round, report  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT.parent / "shared" / "data"
 AUGMENTATION = {"mirror": True, "shifts": 0, "angles": (-10, 10)}
 
 

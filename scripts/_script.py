@@ -1,13 +1,19 @@
-"""Thread limits for the benchmark scripts, set before numpy, numba, OpenCV or BLAS load (they read them once),
-and ``positive_int``, the argparse type of their counts (--repeat, --rounds of timing).
+"""What the scripts share: thread limits set before numpy, numba, OpenCV or BLAS load (they read them once),
+``positive_int``, the argparse type of their counts, and ``DATA``, the data folder.
 
 ``limit_threads()`` reads ``--threads N`` or ``--threads=N`` from the command line (default 1: one thread
 each, a fair comparison with single-threaded references such as LIBSVM) and sets OMP, OpenBLAS, MKL and
 numba's thread counts. Variables already set in the environment win over the default only where ``override``
 is False. The script's own argparse still declares ``--threads`` so that ``--help`` lists it.
+
+``DATA`` is $FACEDET_DATA if set, else ../shared/data beside the repository; ``data_path(*parts)`` gives a
+path inside it and stops the script with a usage error (exit 2) naming the file if it is missing.
 """
 import os
 import sys
+from pathlib import Path
+
+DATA = Path(os.environ.get("FACEDET_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
 
 
 def limit_threads(default="1", override=True):
@@ -39,3 +45,13 @@ def positive_int(text):
     if not (text.isdigit() and int(text) >= 1):
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
     return int(text)
+
+
+def data_path(*parts):
+    """DATA / parts, which must exist; otherwise a usage error (exit 2) that says where the data are looked for."""
+    path = DATA.joinpath(*parts)
+    if not path.exists():
+        print(f"{os.path.basename(sys.argv[0])}: error: missing data {path}; the scripts read ../shared/data beside "
+              "the repository, or the folder in $FACEDET_DATA", file=sys.stderr)
+        sys.exit(2)
+    return path
