@@ -232,8 +232,9 @@ def train(
     size = (f"{clf.support_.size} support vectors" if classifier == "svc" else
             f"PmSVM p={clf.p}, lookup table {clf.coef_.shape[1]}x{clf.lut_bins}, {clf.n_iter_[0]} epochs")
     faces_fit = int((labels == 1).sum())  # with the mirror images and shifted copies
-    out.print(f"trained on {int(y.sum())} faces ({faces_fit} with mirrors and shifts) and {int((labels != 1).sum())} "
-              f"non-faces ({features} features): {size}; wrote {out_path}", markup=False, highlight=False)
+    copies = f" ({faces_fit} with mirrors and shifts)" if faces_fit != int(y.sum()) else ""
+    out.print(f"trained on {int(y.sum())} faces{copies} and {int((labels != 1).sum())} non-faces ({features} "
+              f"features): {size}; wrote {out_path}", markup=False, highlight=False)
     raise typer.Exit(1 if failed or nfail else 0)
 
 

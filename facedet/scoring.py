@@ -105,12 +105,17 @@ class LUTScorer:
         return lut_decision(X, self.table, self.x_max, self.intercept)[:, 0]
 
 
+def _fitted(clf, name):
+    """Hyperparameter ``name`` as the fitted model uses it (svmcore keeps it through a later set_params)."""
+    return clf._param(name) if hasattr(clf, "_param") else getattr(clf, name, None)
+
+
 def _resolved_gamma(clf):
     for name in ("gamma_", "_gamma"):
         g = getattr(clf, name, None)
         if isinstance(g, (int, float, np.floating)):
             return float(g)
-    g = clf.gamma
+    g = _fitted(clf, "gamma")
     if isinstance(g, str):
         raise ValueError(f"cannot resolve gamma={g!r} of {type(clf).__name__}; fit with a numeric gamma")
     return float(g)
@@ -130,8 +135,7 @@ def make_scorer(classifier):
         if table.shape[0] != 1:
             raise ValueError(f"classifier: expected a binary PmSVM, got {table.shape[0]} models")
         return LUTScorer(table[0], classifier.x_max_, classifier.intercept_[0])
-    kernel = getattr(classifier, "kernel", None)
-    degree = getattr(classifier, "degree", None)
+    kernel, degree = _fitted(classifier, "kernel"), _fitted(classifier, "degree")
     if kernel == "linear" or (kernel == "poly" and degree in (1, 2)):
         S = np.asarray(classifier.support_vectors_, dtype=np.float64)
         a = np.asarray(classifier.dual_coef_, dtype=np.float64).ravel()
@@ -139,7 +143,7 @@ def make_scorer(classifier):
         p = S.shape[1]
         if kernel == "linear":
             return QuadraticScorer(np.zeros((p, p)), S.T @ a, b)
-        g, c0 = _resolved_gamma(classifier), float(classifier.coef0)
+        g, c0 = _resolved_gamma(classifier), float(_fitted(classifier, "coef0"))
         if degree == 1:
             return QuadraticScorer(np.zeros((p, p)), g * (S.T @ a), c0 * a.sum() + b)
         A = g * g * (S.T * a) @ S

@@ -35,7 +35,6 @@ import numpy as np  # noqa: E402
 from svmcore.qp_baselines import SVMPlusQP  # noqa: E402
 from svmcore.svmplus import KernelSVMPlus, LinearSVMPlus, mean_distance_gamma  # noqa: E402
 
-from _script import DATA  # noqa: E402  (scripts/ is on sys.path when run)
 
 
 def unit_rows(A):
@@ -132,7 +131,7 @@ def bench_kernel(name, X, X_star, y, X_test, y_test, repeats, qp_max):
 
 
 def main():
-    from _script import positive_int  # scripts/ is on sys.path when run
+    from _script import DATA, positive_int  # scripts/ is on sys.path when run
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=DATA, help="the shared/data folder")

@@ -138,7 +138,10 @@ def main():
     ap.add_argument("--projections-only", action="store_true", help="only the projection timings")
     ap.add_argument("--repeat", type=positive_int, default=3, help="alternating LIBLINEAR / TopKSVM runs per matched gap")
     args = ap.parse_args()
-    data_path()  # a usage error if the data folder is missing
+    if args.projections_only and args.skip_projections:
+        ap.error("--projections-only and --skip-projections leave nothing to run")
+    if not args.projections_only:
+        data_path()  # a usage error if the data folder is missing, before the projection timings
     if not args.skip_projections:
         bench_projections()
     if args.projections_only:

@@ -31,9 +31,6 @@ import numpy as np  # noqa: E402
 from svmcore.qp_baselines import SVMPlusQP  # noqa: E402
 from svmcore.svmplus import KernelSVMPlus, LinearSVMPlus, mean_distance_gamma  # noqa: E402
 
-from _script import DATA  # noqa: E402  (scripts/ is on sys.path when run)
-
-DEFAULT_DATA = DATA / "bench" / "mnist_plus" / "mnist_plus.npz"
 C_GRID = [10.0**k for k in range(-2, 4)]
 GAMMA_GRID = [10.0**k for k in range(-2, 3)]
 WIDTH_GRID = [0.25, 0.5, 1.0, 2.0, 4.0]  # Gaussian: multiples of the mean-distance width of the main view
@@ -135,10 +132,11 @@ def print_table(title, kind, rows):
 
 
 def main():
-    from _script import positive_int  # scripts/ is on sys.path when run
+    from _script import DATA, positive_int  # scripts/ is on sys.path when run
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="the MNIST+ file (shared/data/bench/mnist_plus/mnist_plus.npz)")
+    parser.add_argument("--data", type=Path, default=DATA / "bench" / "mnist_plus" / "mnist_plus.npz",
+                        help="the MNIST+ file (shared/data/bench/mnist_plus/mnist_plus.npz)")
     parser.add_argument("--repeats", type=positive_int, default=7,
                         help="timed refits of each method on the same training set; the median is reported")
     parser.add_argument("--threads", type=str, default="1", help="BLAS/numba threads (set before import)")

@@ -59,12 +59,14 @@ def check_array(X, name="X", *, ndim=2, allow_sparse=False, dtype=np.float64, mi
 
 
 def check_precomputed_kernel(K, name="X"):
-    """A training Gram matrix (n, n): square and symmetric to rounding (|K - K^T| <= 1e-8 max |K|). Dual solvers
-    assume Q = Q^T; on an asymmetric K their updates do not descend and can cycle without end. ValueError."""
+    """A training Gram matrix (n, n): square and symmetric to rounding, float32 included
+    (|K - K^T| <= 1e-4 max |K|). Dual solvers assume Q = Q^T; on an asymmetric K their updates do not descend
+    and can cycle without end. Checked in row blocks, so no n x n temporary. ValueError."""
     if K.shape[0] != K.shape[1]:
         raise ValueError(f"{name}: a precomputed training kernel must be square (n, n), got shape {K.shape}")
-    asym = np.abs(K - K.T).max() if K.size else 0.0
-    if asym > 1e-8 * np.abs(K).max():
+    n, block = K.shape[0], 1024
+    asym = max((float(np.abs(K[i:i + block] - K[:, i:i + block].T).max()) for i in range(0, n, block)), default=0.0)
+    if asym > 1e-4 * max(abs(float(K.max(initial=0.0))), abs(float(K.min(initial=0.0)))):
         raise ValueError(f"{name}: a precomputed training kernel must be symmetric (K[i, j] = K[j, i]); "
                          f"max |K - K^T| = {asym:.3g}")
 

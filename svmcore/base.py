@@ -106,7 +106,7 @@ class BaseEstimator:
 
     @classmethod
     def _from_state(cls, params, meta, arrays):
-        params = {**cls._params_added_later, **params}
+        params = cls._upgrade_params({**cls._params_added_later, **params})
         if "class_weight" in params:
             params["class_weight"] = class_weight_from_json(params["class_weight"])
         unknown = set(params) - set(cls._param_names())
@@ -127,6 +127,11 @@ class BaseEstimator:
         est._check_state()
         est._freeze()
         return est
+
+    @classmethod
+    def _upgrade_params(cls, params):
+        """Hyperparameters of a file written by an earlier version, as this version names what that model is."""
+        return params
 
     def _check_params(self):
         """Check the hyperparameters (TypeError / ValueError); subclasses extend this."""

@@ -623,6 +623,17 @@ class PmSVM(ClassifierMixin, BaseEstimator):
         self.loss = loss
         self.class_weight = class_weight
 
+    @classmethod
+    def _upgrade_params(cls, params):
+        # earlier versions accepted two settings they did not honour: SGD ignored loss (the model is a hinge
+        # model), and p within 1e-9 of 0 computed M_p as the minimum (the model is p = -inf's)
+        params = dict(params)
+        if params.get("solver") == "sgd" and params.get("loss") != "hinge":
+            params["loss"] = "hinge"
+        if isinstance(params.get("p"), float) and -1e-9 < params["p"] < 0:
+            params["p"] = -np.inf
+        return params
+
     def _check_params(self):
         check_scalar(self.C, "C", lo=0, lo_open=True)
         check_p(self.p)
@@ -636,7 +647,8 @@ class PmSVM(ClassifierMixin, BaseEstimator):
         check_choice(self.multi_class, "multi_class", ("ovr", "ovo"))
         check_choice(self.loss, "loss", ("hinge", "squared_hinge"))
         if self.solver == "sgd" and self.loss != "hinge":
-            raise ValueError(f"loss={self.loss!r} needs solver='dcd': the SGD solver (Algorithm 4) minimises the hinge loss")
+            raise ValueError(f"loss={self.loss!r} needs solver='dcd': the SGD solver (Algorithm 4) minimises the "
+                             "hinge loss")
         check_class_weight(self.class_weight)
         return anchors
 
@@ -741,32 +753,34 @@ class PmSVM(ClassifierMixin, BaseEstimator):
         """The lookup table (n_models, d, lut_bins) float64 for the current lut_bins, built from coef_ at the first
         access and cached; AttributeError if there is none (not fitted, lut_bins None, or beyond TABLE_MAX_BYTES)."""
         check_fitted(self, "coef_")
-        table = self._build_table()
+        table = self._build_table(self.lut_bins)
         if table is None:
             raise AttributeError("no lookup table: lut_bins is None or the table would exceed TABLE_MAX_BYTES")
         return table
 
-    def _build_table(self):
-        """The table for the current lut_bins from coef_ (cached), or None (lut_bins None or beyond
-        TABLE_MAX_BYTES). Scoring calls this, so it never uses a stale table."""
+    def _build_table(self, lut_bins):
+        """The table for ``lut_bins`` (the current value, read once by the caller: another thread may set it) from
+        coef_ (cached), or None (lut_bins None or beyond TABLE_MAX_BYTES). Scoring calls this, so it never uses a
+        stale table."""
         m, d, n_basis = self.coef_.shape
-        if self.lut_bins is not None:  # it may have been set after fit
-            check_scalar(self.lut_bins, "lut_bins", lo=2, hi=2 ** 20, integer=True)
+        if lut_bins is not None:  # it may have been set after fit
+            check_scalar(lut_bins, "lut_bins", lo=2, hi=2 ** 20, integer=True)
         cache = self.__dict__.setdefault("_cache", {})  # made by fit or load; a model assembled by hand gets one here
-        if self.lut_bins is None or m * d * self.lut_bins * 8 > TABLE_MAX_BYTES:
+        if lut_bins is None or m * d * lut_bins * 8 > TABLE_MAX_BYTES:
             cache.pop("table", None)
             return None
         table = cache.get("table")
-        if table is None or table.shape != (m, d, self.lut_bins):
-            table = cache["table"] = (self.coef_.reshape(-1, n_basis) @ self._node_e().T).reshape(m, d, self.lut_bins)
+        if table is None or table.shape != (m, d, lut_bins):
+            table = self.coef_.reshape(-1, n_basis) @ self._node_e(lut_bins).T
+            table = cache["table"] = table.reshape(m, d, lut_bins)
         return table
 
-    def _node_e(self):
+    def _node_e(self, lut_bins):
         """e at the lut_bins nodes of [0, 1] (x_max_ units): (lut_bins, n_anchors), the rows both scoring paths
         interpolate."""
-        return explanatory_variables(np.linspace(0.0, 1.0, self.lut_bins), self.coef_.shape[2])
+        return explanatory_variables(np.linspace(0.0, 1.0, lut_bins), self.coef_.shape[2])
 
-    def _expanded(self, X):
+    def _expanded(self, X, lut_bins):
         """E(X), the CSR (n, d * n_anchors) matrix with e(x_ij / x_max_) at columns j * n_anchors + b for the
         nonzero x_ij, so that decision values are E(X) @ coef_.reshape(n_models, -1).T + intercept_. With
         lut_bins, e is interpolated between the table's nodes and clamped at x_max_, as :func:`lut_decision`
@@ -774,12 +788,12 @@ class PmSVM(ClassifierMixin, BaseEstimator):
         X = sp.csr_matrix(X)
         n_basis = self.coef_.shape[2]
         u = X.data / self.x_max_
-        if self.lut_bins is None:
+        if lut_bins is None:
             e = explanatory_variables(u, n_basis)
         else:
-            s = np.minimum(u, 1.0) * (self.lut_bins - 1)
-            k = np.minimum(s.astype(np.int64), self.lut_bins - 2)
-            nodes = self._node_e()
+            s = np.minimum(u, 1.0) * (lut_bins - 1)
+            k = np.minimum(s.astype(np.int64), lut_bins - 2)
+            nodes = self._node_e(lut_bins)
             e = nodes[k] + (s - k)[:, None] * (nodes[k + 1] - nodes[k])
         indices = (X.indices.astype(np.int64)[:, None] * n_basis + np.arange(n_basis)).ravel()
         return sp.csr_matrix((e.ravel(), indices, X.indptr.astype(np.int64) * n_basis),
@@ -801,11 +815,12 @@ class PmSVM(ClassifierMixin, BaseEstimator):
         check_fitted(self, "coef_")
         X = self._check_X(X)
         check_n_features(X, self.coef_.shape[1], owner=self)
-        table = self._build_table()
+        lut_bins = self.lut_bins  # once: a set_params from another thread must not mix two resolutions
+        table = self._build_table(lut_bins)
         if table is not None:
             out = lut_decision(X, table, self.x_max_, self.intercept_)
         else:
-            out = self._expanded(X) @ self.coef_.reshape(len(self.coef_), -1).T + self.intercept_
+            out = self._expanded(X, lut_bins) @ self.coef_.reshape(len(self.coef_), -1).T + self.intercept_
         if out.shape[1] == 1:
             return out[:, 0]
         return out if self._param("multi_class") == "ovr" else ovo_votes(out, self._pairs(), len(self.classes_))

@@ -395,6 +395,42 @@ def test_table_is_built_at_first_use_and_never_outlives_its_fit(pendigits):
     assert np.abs(m.decision_function(Xt) - f).max() > 0.1
 
 
+def test_files_of_settings_earlier_versions_ignored_load_as_what_they_are(tmp_path, pendigits, rewrite_model):
+    X, y, Xt, _ = pendigits  # SGD ignored loss, and p within 1e-9 of 0 computed M_p as the minimum (p = -inf)
+    m = PmSVM(solver="sgd", max_iter=5, random_state=0).fit(X, y)
+    edits = ((lambda h, a: h["params"].update(loss="squared_hinge"), "loss", "hinge"),
+             (lambda h, a: h["params"].update(p=-1e-10), "p", -np.inf))
+    for edit, name, value in edits:
+        back = svmcore.load(rewrite_model(m.save(tmp_path / "m.npz"), tmp_path / "old.npz", edit))
+        assert getattr(back, name) == value
+        np.testing.assert_array_equal(back.decision_function(Xt), m.decision_function(Xt))
+
+
+def test_scoring_reads_lut_bins_once(pendigits):
+    import threading
+    X, y, Xt, _ = pendigits  # another thread's set_params(lut_bins=...) must not mix two resolutions
+    m = PmSVM(C=1.0, random_state=0).fit(X, y)
+    errors, stop = [], threading.Event()
+
+    def toggle():
+        while not stop.is_set():
+            m.set_params(lut_bins=7)
+            m.set_params(lut_bins=1000)
+
+    t = threading.Thread(target=toggle)
+    t.start()
+    try:
+        for _ in range(300):
+            try:
+                m.decision_function(Xt[:50])
+            except ValueError as exc:
+                errors.append(exc)
+    finally:
+        stop.set()
+        t.join()
+    assert not errors, errors[:1]
+
+
 def test_save_load_roundtrip(tmp_path, pendigits):
     X, y, Xt, _ = pendigits
     for kw in (dict(), dict(lut_bins=None, multi_class="ovo", class_weight={3: 2.0, np.int64(5): 0.5})):

@@ -49,6 +49,14 @@ def test_quadratic_form_equals_kernel_expansion(subset, svm):
     np.testing.assert_allclose(scorer(F), svm.decision_function(F), rtol=0, atol=2e-5)  # float32 BLAS
 
 
+def test_scorer_uses_the_fitted_kernel_after_set_params(subset, svm):
+    import copy
+    _, _, Xt, _ = subset  # the quadratic form must come from the kernel the model was fitted with
+    F = window_features(Xt)
+    changed = copy.deepcopy(svm).set_params(coef0=5.0)  # still a quadratic form, with another coef0
+    np.testing.assert_allclose(make_scorer(changed)(F), svm.decision_function(F), rtol=0, atol=2e-5)
+
+
 @pytest.mark.parametrize("floor", [-1.0, 0.0, 1.0])
 def test_quadratic_bound_is_exact_above_floor(data_dir, floor):
     # the shipped detector's SVM on 24,044 CBCL test windows: above the floor every score is exact; below,
