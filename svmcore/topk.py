@@ -211,6 +211,9 @@ class TopKSVM(ClassifierMixin, BaseEstimator):
         return primal, dual, epoch
 
     def _store(self, X, classes, spec, primal, dual, epoch, W, A):
+        if not (np.isfinite([primal, dual]).all() and np.isfinite(A).all() and (W is None or np.isfinite(W).all())):
+            raise ValueError("training gave NaN or infinite values: the features (or kernel values) overflow; "
+                             "rescale them, e.g. to [0, 1]")  # before anything is stored: the earlier model stays
         m = classes.size
         self.classes_ = classes
         self.n_features_in_ = int(X.shape[1])

@@ -4,6 +4,8 @@ learned values are missing or invalid instead of silently building another model
 patches (pixels in [0, 1], nonnegative, so PmSVM takes them too)."""
 
 
+import warnings
+
 import numpy as np
 import pytest
 from sklearn.base import clone, is_classifier
@@ -109,6 +111,11 @@ def test_overflowing_kernels_are_refused_and_the_earlier_model_kept(patches):
     with pytest.warns(RuntimeWarning), pytest.raises(ValueError, match="no kernel width"):  # variance is inf
         svmcore.SVC().fit(X * 1e200, y)
     np.testing.assert_array_equal(m.decision_function(X), before)
+    t = svmcore.TopKSVM(random_state=0).fit(X, y)
+    with warnings.catch_warnings(), pytest.raises(ValueError, match="overflow"):
+        warnings.simplefilter("ignore", RuntimeWarning)  # numpy's overflow notes, where they come
+        t.fit(X * 1e200, y)
+    assert t.score(X, y) > 0.8
 
 
 def test_small_things_users_pass(patches, tmp_path):
