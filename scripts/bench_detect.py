@@ -272,7 +272,7 @@ def window_cost(detectors, args):
         if not isinstance(det, Facedet):
             continue
         D = det.detector
-        D.score_features(D.window_features(X[:100]))  # compile and warm up outside the timing
+        D.score_features(D.window_features(X))  # compile and warm up (caches, page faults) at full size, untimed
         t_feat = t_score = np.inf
         for _ in range(args.repeat):
             t0 = time.process_time()
