@@ -196,7 +196,7 @@ def _solve_relative(Q, tol):
     scale = float(Q.mean())
     # below this the violation is rounding: a degenerate problem (rho -> 0, e.g. contradictory duplicate rows at
     # large C) would otherwise chase an ever smaller tolerance without end
-    floor = 1e3 * np.finfo(np.float64).eps * float(np.abs(Q).max())
+    floor = 1e3 * np.finfo(np.float64).eps * max(abs(float(Q.max())), abs(float(Q.min())))  # no n x n temporary
     n_iter = 0
     for _ in range(4):
         res = solve(Qm, np.zeros(n), ones, ones, alpha, tol=max(tol * scale, floor), working_set_size=q)
