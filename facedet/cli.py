@@ -180,9 +180,9 @@ def train(
     tol: float = typer.Option(1e-3, help="Solver stopping tolerance (KKT violation)."),
     mirror: bool = typer.Option(True, help="Add mirror images of the faces."),
     shifts: int = typer.Option(0, min=0, help="Add face copies shifted by up to this many pixels."),
-    stride: int = typer.Option(2, help="Saved scanning default (not used in fitting): stride in pixels per "
+    stride: int = typer.Option(2, help="Saved scanning default (not used in fitting): stride in pixels (1-19) per "
                                        "pyramid level."),
-    scale_factor: float = typer.Option(1.2, help="Saved scanning default: pyramid step > 1."),
+    scale_factor: float = typer.Option(1.2, help="Saved scanning default: pyramid step >= 1.01."),
     refine: str = typer.Option("0", help="Saved scanning default, coarse-to-fine: around every window scoring "
                                          "above this SVM value, also score stride 1 and the pyramid's half steps; "
                                          "'off': grid only."),
@@ -326,9 +326,9 @@ def detect(
     min_size: Optional[float] = typer.Option(None, help="Smallest face side in pixels (default: the model's)."),
     min_neighbors: Optional[int] = typer.Option(None, help="Drop detections merged from fewer windows, >= 1 "
                                                            "(default: the model's)."),
-    scale_factor: Optional[float] = typer.Option(None, help="Pyramid step > 1 (default: the model's; smaller: "
+    scale_factor: Optional[float] = typer.Option(None, help="Pyramid step >= 1.01 (default: the model's; smaller: "
                                                             "more scales, slower)."),
-    stride: Optional[int] = typer.Option(None, help="Window step in pixels at each pyramid level (default: the "
+    stride: Optional[int] = typer.Option(None, help="Window step in pixels (1-19) at each pyramid level (default: the "
                                                     "model's)."),
     refine: Optional[str] = typer.Option(None, help="Coarse-to-fine: around every window scoring above this SVM "
                                                     "value, also score stride 1 and the pyramid's half steps; "

@@ -62,7 +62,7 @@ class Detector:
     ``features``; features: the name of its window features in :data:`facedet.features.FEATURES` ("osuna":
     :func:`facedet.features.window_features`, the default; "hog": :func:`facedet.features.hog_features`);
     prefilter: a :class:`facedet.scoring.Prefilter` cascade, or None to score every window with the SVM;
-    scale_factor (> 1): pyramid step; stride (px, at each level): window step; min_size / max_size: smallest
+    scale_factor (>= 1.01): pyramid step; stride (px, at each level, 1..19): window step; min_size / max_size: smallest
     and largest face box side in original pixels (max None: the image; min at least what a window upsampled
     4x covers, 7.5 px with the shipped box map); threshold: SVM decision value above
     which a window is a face; refine: SVM decision value; around every window scoring above it the scan also
@@ -77,8 +77,9 @@ class Detector:
     def __init__(self, classifier, prefilter=None, *, scale_factor=1.2, stride=2, min_size=20, max_size=None,
                  threshold=0.0, refine=None, merge_iou=0.3, min_neighbors=2, box=(0.0, 0.0, 1.0),
                  features="osuna"):
-        check_scalar(scale_factor, "scale_factor", lo=1, lo_open=True)
-        check_scalar(stride, "stride", lo=1, integer=True)
+        # a step of 1.0001 made 46,805 pyramid levels for a 512 px image; 1.01 makes 330
+        check_scalar(scale_factor, "scale_factor", lo=1.01)
+        check_scalar(stride, "stride", lo=1, hi=WINDOW, integer=True)  # beyond a window, stretches go unscanned
         check_scalar(min_size, "min_size", lo=1)
         if max_size is not None:
             check_scalar(max_size, "max_size", lo=min_size)

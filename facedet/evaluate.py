@@ -277,6 +277,8 @@ def average_precision(precision, recall) -> float:
         raise ValueError(f"precision and recall must be 1-D of equal length, got {precision.shape}, {recall.shape}")
     if len(recall) and np.any(np.diff(recall) < 0):
         raise ValueError("recall must be non-decreasing")
+    if not (np.all((precision >= 0) & (precision <= 1)) and np.all((recall >= 0) & (recall <= 1))):
+        raise ValueError("precision and recall must lie in [0, 1] (NaN neither)")
     p_interp = np.maximum.accumulate(precision[::-1])[::-1]
     return float(np.sum(np.diff(np.r_[0.0, recall]) * p_interp))
 

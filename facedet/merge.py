@@ -37,6 +37,8 @@ def merge_detections(dets, iou=0.3, min_neighbors=1):
         raise ValueError(f"dets: expected shape (k, 5), got {dets.shape}")
     if not np.isfinite(dets[:, :4]).all() or (dets[:, 2:4] <= 0).any():
         raise ValueError("dets: boxes must be finite with width and height > 0")
+    if np.isnan(dets[:, 4]).any():  # a NaN score would fall out of the greedy order unnoticed
+        raise ValueError("dets: scores must not be NaN")
     if not 0 < iou <= 1:
         raise ValueError(f"iou: must be in (0, 1], got {iou!r}")
     check_scalar(min_neighbors, "min_neighbors", lo=1, integer=True)

@@ -148,15 +148,29 @@ def check_both_classes(y, source="training set"):
         raise ValueError(f"{source}: {n_faces} faces and {len(y) - n_faces} non-faces; training needs both")
 
 
+def _check_windows(windows):
+    windows = np.asarray(windows)
+    if windows.ndim != 3 or windows.shape[1:] != (WINDOW, WINDOW):
+        raise ValueError(f"windows: expected an (n, {WINDOW}, {WINDOW}) array, got shape {windows.shape}")
+    return windows
+
+
 def shift(windows, dy, dx):
-    """Windows (n, 19, 19) shifted by (dy, dx) pixels, edges replicated."""
+    """Windows (n, 19, 19) shifted by (dy, dx) pixels (integers), edges replicated. ValueError / TypeError for
+    other shapes or non-integer shifts."""
+    windows = _check_windows(windows)
+    dy, dx = check_scalar(dy, "dy", integer=True), check_scalar(dx, "dx", integer=True)
     p = max(abs(dy), abs(dx))
     padded = np.pad(windows, ((0, 0), (p, p), (p, p)), mode="edge")
     return padded[:, p - dy:p - dy + WINDOW, p - dx:p - dx + WINDOW]
 
 
 def warp(windows, angle=0.0, scale=1.0):
-    """Windows (n, 19, 19) rotated by ``angle`` degrees and zoomed by ``scale`` about the centre, edges replicated."""
+    """Windows (n, 19, 19) rotated by ``angle`` degrees and zoomed by ``scale`` (> 0) about the centre, edges
+    replicated. ValueError for other shapes, a non-finite angle or scale <= 0."""
+    windows = _check_windows(windows)
+    check_scalar(angle, "angle")
+    check_scalar(scale, "scale", lo=0, lo_open=True)
     c = (WINDOW - 1) / 2
     M = cv2.getRotationMatrix2D((c, c), angle, scale)
     return np.stack([cv2.warpAffine(w, M, (WINDOW, WINDOW), flags=cv2.INTER_LINEAR,
@@ -168,8 +182,10 @@ def augment(windows, mirror=True, shifts=1, angles=(), scales=()):
     each of ``angles`` (degrees) and zooms by each of ``scales``.
 
     Returns (n * m, 19, 19) uint8, the originals first; m = (2 if mirror) * (1 + 4 * shifts + len(angles)
-    + len(scales)).
+    + len(scales)). ValueError / TypeError for other shapes, shifts < 0 or non-integer, bad angles or scales.
     """
+    windows = _check_windows(windows)
+    check_scalar(shifts, "shifts", lo=0, integer=True)
     base = [windows, windows[:, :, ::-1]] if mirror else [windows]
     out = list(base)
     for k in range(1, shifts + 1):

@@ -94,7 +94,7 @@ def test_usage_errors(astro, tmp_path, small_npz):
     assert runner.invoke(app, ["train", "--data", str(small_npz), "--out", str(tmp_path / "x.npz"),
                                "--gamma", "big"]).exit_code == 2
     # errors name the options the user typed; a precomputed kernel cannot score windows
-    for extra, message in ((["--scale-factor", "0.5"], "--scale-factor: must be > 1"), (["--C", "-1"], "--C: must"),
+    for extra, message in ((["--scale-factor", "0.5"], "--scale-factor: must be >= 1.01"), (["--C", "-1"], "--C: must"),
                            (["--kernel", "precomputed"], "--kernel: unknown value 'precomputed'")):
         r = runner.invoke(app, ["train", "--data", str(small_npz), "--out", str(tmp_path / "x.npz"), *extra])
         assert r.exit_code == 2 and message in r.stderr, (extra, r.stderr)

@@ -91,7 +91,9 @@ def test_load_errors(small, tmp_path):
 @pytest.mark.parametrize("params,match", [
     ({"stride": 0}, "stride"), ({"scale_factor": 1.0}, "scale_factor"), ({"merge_iou": 0.0}, "merge_iou"),
     ({"min_neighbors": 0}, "min_neighbors"), ({"box": (0, 0, -1)}, "box"), ({"box": 1.0}, "box"),
-    ({"min_size": 30, "max_size": 20}, "max_size")])
+    ({"min_size": 30, "max_size": 20}, "max_size"),
+    ({"scale_factor": 1.0001}, "scale_factor"),  # 46,805 pyramid levels for a 512 px image: as good as a hang
+    ({"stride": 10**9}, "stride")])
 def test_bad_parameters(small, params, match):
     with pytest.raises((ValueError, TypeError), match=match):
         small[0].with_params(**params)

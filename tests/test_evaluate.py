@@ -184,6 +184,9 @@ def test_average_precision_hand_and_devkit():
         assert average_precision(prec, rec) == pytest.approx(_voc_devkit_ap(rec, prec))
     with pytest.raises(ValueError, match="non-decreasing"):
         average_precision([1, 1], [0.5, 0.2])
+    for prec, rec in (([2.0], [0.5]), ([np.nan], [0.5]), ([1.0], [1.5])):  # 10.0 came out of ([2.], [5.])
+        with pytest.raises(ValueError, match=r"\[0, 1\]"):
+            average_precision(prec, rec)
 
 
 def test_pr_curve_against_sklearn():

@@ -124,3 +124,13 @@ def test_augment_counts_and_order(cbcl_npz):
     A = augment(faces, mirror=True, shifts=1, angles=(-10, 10), scales=(0.9, 1.1))
     assert A.shape == (7 * 2 * (1 + 4 + 2 + 2), 19, 19) and A.dtype == np.uint8
     np.testing.assert_array_equal(A[-7:], warp(faces[:, :, ::-1], scale=1.1))
+
+
+def test_augmentation_refuses_bad_arguments(cbcl_npz):
+    w = load_npz(cbcl_npz, "train")[0][:3]
+    for call, exc in ((lambda: shift(w, 0.5, 0), TypeError), (lambda: shift(w[0], 1, 1), ValueError),
+                      (lambda: augment(np.zeros((2, 20, 20), np.uint8)), ValueError),
+                      (lambda: augment(w, shifts=-1), ValueError), (lambda: warp(w, 0, 0.0), ValueError),
+                      (lambda: warp(w, np.nan, 1.0), ValueError)):
+        with pytest.raises(exc):
+            call()

@@ -236,6 +236,11 @@ def test_scan_rejects_bad_image(svm):
         scan(np.zeros((50, 50), np.float32), make_scorer(svm), window_features)
 
 
+def test_merge_refuses_nan_scores():
+    with pytest.raises(ValueError, match="NaN"):  # it would fall out of the greedy order unnoticed
+        merge_detections([[0, 0, 10, 10, np.nan], [1, 1, 10, 10, 1.0]])
+
+
 def test_merge_groups_overlapping_boxes():
     dets = np.array([[10, 10, 20, 20, 1.0], [12, 11, 20, 20, 2.0], [11, 9, 22, 22, 0.5],
                      [100, 100, 30, 30, 0.7], [300, 5, 19, 19, 0.1]])
