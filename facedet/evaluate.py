@@ -221,7 +221,8 @@ def evaluate_detections(detections, annotations, iou_threshold=0.5) -> EvalResul
                "(pass an empty (0, 5) array for an image without detections)" if absent else ""))
     scores, hits, per_image = [], [], {}
     n_truth = 0
-    for name, (truth, ignore) in annotations.items():
+    for name, item in annotations.items():
+        truth, ignore = _check_truth(item, f"annotations[{name!r}]")
         dets = _check_dets(detections[name], f"detections[{name!r}]")
         m = match_detections(dets, truth, ignore, iou_threshold)
         keep = ~m["is_ignored"]
@@ -378,6 +379,19 @@ def _check_boxes(a, name):
     if (a[:, 2:4] < 0).any():
         raise ValueError(f"{name}: box widths and heights must be >= 0")
     return a
+
+
+def _check_truth(item, name):
+    """(boxes, ignore) of one image as :func:`read_annotations` gives them, held to the same rules: boxes of width
+    and height > 0, none listed twice (a duplicate would count as a face no detection can match)."""
+    if not (isinstance(item, (tuple, list)) and len(item) == 2):
+        raise ValueError(f"{name}: expected (boxes (m, 4), ignore (m,)), as read_annotations returns")
+    truth = _check_boxes(item[0], name)
+    if (truth[:, 2:4] <= 0).any():
+        raise ValueError(f"{name}: face boxes need width and height > 0")
+    if len(np.unique(truth[:, :4], axis=0)) != len(truth):
+        raise ValueError(f"{name}: a face box is listed twice")
+    return truth, item[1]
 
 
 def _check_dets(d, name):

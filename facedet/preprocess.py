@@ -102,9 +102,13 @@ def subtract_plane(pixels, mask=True):
     """Subtract each row's least-squares brightness plane; ``pixels`` (n, 283) (or (n, 361) if not ``mask``).
 
     One matrix product for the whole batch: residual = X - (X P') D', with P the pseudo-inverse of the
-    design matrix D (Sung and Poggio 1994, "illumination gradient correction").
+    design matrix D (Sung and Poggio 1994, "illumination gradient correction"). ValueError for another shape.
     """
     D, P = (_D_MASKED, _PINV_MASKED) if mask else (_D_FULL, _PINV_FULL)
+    pixels = np.asarray(pixels)
+    if pixels.ndim != 2 or pixels.shape[1] != D.shape[0]:
+        raise ValueError(f"pixels: expected (n, {D.shape[0]}) {'masked' if mask else 'full'} window rows, "
+                         f"got shape {pixels.shape}")
     return pixels - (pixels @ P.T) @ D.T
 
 

@@ -173,6 +173,16 @@ def _voc_devkit_ap(rec, prec):
     return float(np.sum((mrec[i] - mrec[i - 1]) * mpre[i]))
 
 
+def test_annotation_dicts_follow_the_csv_rules():
+    dets = {"a": np.array([[0, 0, 10, 10, 1.0]])}  # as read_annotations refuses them in a CSV
+    for ann, message in (({"a": (np.array([[0, 0, 10, 10]] * 2), np.zeros(2, bool))}, "listed twice"),
+                         ({"a": (np.array([[0, 0, 0, 10]]), np.zeros(1, bool))}, "width and height > 0"),
+                         ({"a": np.array([[0, 0, 10, 10]])}, "expected \\(boxes")):
+        with pytest.raises(ValueError, match=message):
+            evaluate_detections(dets, ann)
+    assert evaluate_detections(dets, {"a": (np.array([[0, 0, 10, 10]]), np.zeros(1, bool))}).detection_rate == 1.0
+
+
 def test_average_precision_hand_and_devkit():
     assert average_precision([1.0, 0.5, 2 / 3], [0.25, 0.25, 0.5]) == pytest.approx(0.25 + 0.25 * 2 / 3)
     rng = np.random.default_rng(1)

@@ -88,3 +88,5 @@ def test_flat_window_equalizes_to_zero():
 def test_bad_input(bad, exc):
     with pytest.raises(exc):
         preprocess(bad)
+    with pytest.raises(ValueError, match="283"):  # the steps alone check their rows too
+        subtract_plane(np.zeros((2, 100)))
