@@ -160,6 +160,9 @@ def main():
     unknown = set(args.problems.split(",")) - set(makers)
     if unknown:
         ap.error(f"--problems: unknown {sorted(unknown)}; choose from {sorted(makers)}")
+    if "patches" in args.problems.split(",") and args.n_patches < 28_838:  # checked before the other problems run
+        ap.error(f"--n-patches: at least 28,838 (the augmented CBCL faces and the CBCL non-faces), "
+                 f"got {args.n_patches}")
     rows = []
     for name in args.problems.split(","):
         X, y, Xt, yt, params = makers[name](args.data)

@@ -144,7 +144,10 @@ def main():
     args = parser.parse_args()
     if not args.data.is_dir():
         parser.error(f"--data {args.data}: not found (the shared/data folder; $FACEDET_DATA sets the data folder)")
-    sizes = [int(s) for s in args.sizes.split(",")]
+    try:
+        sizes = [int(s) for s in args.sizes.split(",")]
+    except ValueError:
+        parser.error(f"--sizes: expected comma-separated integers, got {args.sizes!r}")
     print(f"threads={os.environ.get('OMP_NUM_THREADS')}, repeats={args.repeats} (median), C=1, gamma=1")
     cbcl = load_cbcl(args.data)
     X, X_star, y, X_test, y_test = cbcl
