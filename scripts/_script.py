@@ -6,8 +6,8 @@ each, a fair comparison with single-threaded references such as LIBSVM) and sets
 numba's thread counts. Variables already set in the environment win over the default only where ``override``
 is False. The script's own argparse still declares ``--threads`` so that ``--help`` lists it.
 
-``DATA`` is $FACEDET_DATA if set, else ../shared/data beside the repository; ``data_path(*parts)`` gives a
-path inside it and stops the script with a usage error (exit 2) naming the file if it is missing.
+``DATA`` is $FACEDET_DATA if set, else ../shared/data beside the repository; ``require_data(path)`` stops the
+script with a usage error (exit 2) naming a missing data file or folder.
 """
 import os
 import sys
@@ -26,10 +26,8 @@ def limit_threads(default="1", override=True):
             threads, given = sys.argv[i + 1], True
         elif arg.startswith("--threads="):
             threads, given = arg.split("=", 1)[1], True
-    if not (threads.isdigit() and int(threads) >= 1):
-        print(f"{os.path.basename(sys.argv[0])}: error: --threads: expected a positive integer, got {threads!r}",
-              file=sys.stderr)
-        sys.exit(2)
+    if not _is_positive_int(threads):
+        _usage_error(f"--threads: expected a positive integer, got {threads!r}")
     for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"):
         if override or given:
             os.environ[var] = threads
@@ -42,16 +40,23 @@ def positive_int(text):
     """argparse type: an integer >= 1 (a count of runs or threads)."""
     import argparse
 
-    if not (text.isdigit() and int(text) >= 1):
+    if not _is_positive_int(text):
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
     return int(text)
 
 
-def data_path(*parts):
-    """DATA / parts, which must exist; otherwise a usage error (exit 2) that says where the data are looked for."""
-    path = DATA.joinpath(*parts)
+def require_data(path=DATA, what="the shared/data folder"):
+    """``path`` if it exists; otherwise a usage error (exit 2) naming it and where the scripts read their data."""
     if not path.exists():
-        print(f"{os.path.basename(sys.argv[0])}: error: missing data {path}; the scripts read ../shared/data beside "
-              "the repository, or the folder in $FACEDET_DATA", file=sys.stderr)
-        sys.exit(2)
+        _usage_error(f"missing data {path} ({what}); the scripts read ../shared/data beside the repository, or "
+                     "the folder in $FACEDET_DATA")
     return path
+
+
+def _usage_error(message):
+    print(f"{os.path.basename(sys.argv[0])}: error: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
+def _is_positive_int(text):
+    return text.isdigit() and int(text) >= 1

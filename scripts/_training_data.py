@@ -11,6 +11,8 @@ from facedet.evaluate import evaluate_detections, read_annotations
 from facedet.imageio import read_grey
 from facedet.patches import image_files, load_npz
 
+from _script import require_data  # scripts/ is on sys.path when run
+
 
 def check_args(ap, args):
     """Usage errors before minutes of training: --out must be a writable file path, --rounds >= 0, --data a
@@ -20,8 +22,7 @@ def check_args(ap, args):
         ap.error(f"--out {out}: not a writable file path (its folder must exist)")
     if args.rounds < 0:
         ap.error(f"--rounds: expected >= 0, got {args.rounds}")
-    if not args.data.is_dir():
-        ap.error(f"--data {args.data}: not a folder (expected shared/data)")
+    require_data(args.data)
 
 
 def load_training_data(data):

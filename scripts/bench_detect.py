@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import argparse
 
-from _script import DATA, limit_threads, positive_int  # scripts/ is on sys.path when run
+from _script import DATA, limit_threads, positive_int, require_data  # scripts/ is on sys.path when run
 
 limit_threads()  # before numpy, numba and cv2 load
 
@@ -176,8 +176,7 @@ def main():
     ap.add_argument("--data", type=Path, default=DATA, help="the shared/data folder")
     ap.add_argument("--no-dlib", action="store_true", help="skip dlib's HOG detector (a shorter run)")
     args = ap.parse_args()
-    if not args.data.is_dir():
-        ap.error(f"--data {args.data}: not found (the shared/data folder; $FACEDET_DATA sets the data folder)")
+    require_data(args.data, "the shared/data folder")
     missing = [str(p) for p in args.models if not p.is_file()]
     if missing:  # a mistyped --model must not leave a benchmark of the others only
         ap.error(f"--model: no such file: {', '.join(missing)}")

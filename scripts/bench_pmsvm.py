@@ -57,7 +57,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.svm import LinearSVC
 from threadpoolctl import threadpool_limits
 
-from _script import DATA, data_path, positive_int  # scripts/ is on sys.path when run
+from _script import DATA, positive_int, require_data  # scripts/ is on sys.path when run
 from svmcore.pmsvm import PmSVM, approximation_error, lut_decision, power_mean_kernel
 
 C_GRID = (0.1, 1.0, 10.0)
@@ -370,7 +370,7 @@ def main():
                     help="at least this many fits per timing, more while they total under 1 s; the fastest is "
                          "reported (default 3)")
     args = ap.parse_args()
-    data_path()  # a usage error if the data folder is missing
+    require_data()  # a usage error if the data folder is missing
     args.sets = [name.strip() for name in args.sets.split(",")]
     unknown = set(args.sets) - set(SETS)
     if unknown:

@@ -25,7 +25,7 @@ Needs the bench extra (scikit-learn). Not part of the test suite.
 """
 from __future__ import annotations
 
-from _script import DATA, limit_threads  # scripts/ is on sys.path when run
+from _script import DATA, limit_threads, require_data  # scripts/ is on sys.path when run
 
 limit_threads(override=False)  # before numpy and numba load
 
@@ -153,8 +153,7 @@ def main():
     ap.add_argument("--probability", action="store_true", help="fit both with probability=True (Platt scaling)")
     ap.add_argument("--data", type=Path, default=DATA, help="the shared/data folder")
     args = ap.parse_args()
-    if not args.data.is_dir():
-        ap.error(f"--data {args.data}: not found (the shared/data folder; $FACEDET_DATA sets the data folder)")
+    require_data(args.data, "the shared/data folder")
     makers = {"cbcl": problem_cbcl, "ijcnn1": problem_ijcnn1,
               "patches": lambda d: problem_patches(d, args.n_patches), "pendigits": problem_pendigits}
     unknown = set(args.problems.split(",")) - set(makers)

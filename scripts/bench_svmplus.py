@@ -131,7 +131,7 @@ def bench_kernel(name, X, X_star, y, X_test, y_test, repeats, qp_max):
 
 
 def main():
-    from _script import DATA, positive_int  # scripts/ is on sys.path when run
+    from _script import DATA, positive_int, require_data  # scripts/ is on sys.path when run
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=DATA, help="the shared/data folder")
@@ -142,8 +142,7 @@ def main():
     parser.add_argument("--tol", type=float, default=1e-2, help="projected-gradient tolerance (both linear solvers)")
     parser.add_argument("--threads", default="1", help="BLAS/numba threads (set before import)")
     args = parser.parse_args()
-    if not args.data.is_dir():
-        parser.error(f"--data {args.data}: not found (the shared/data folder; $FACEDET_DATA sets the data folder)")
+    require_data(args.data, "the shared/data folder")
     try:
         sizes = [int(s) for s in args.sizes.split(",")]
     except ValueError:

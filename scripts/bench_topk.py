@@ -22,7 +22,7 @@ import warnings
 import numpy as np
 from sklearn.svm import LinearSVC
 
-from _script import data_path, positive_int  # scripts/ is on sys.path when run
+from _script import positive_int, require_data  # scripts/ is on sys.path when run
 from repro_topk import load
 from svmcore.projections import knapsack_into, topk_simplex_into
 from svmcore.sdca import topk_losses
@@ -142,7 +142,7 @@ def main():
     if args.projections_only and args.skip_projections:
         ap.error("--projections-only and --skip-projections leave nothing to run")
     if not args.projections_only:
-        data_path()  # a usage error if the data folder is missing, before the projection timings
+        require_data()  # a usage error if the data folder is missing, before the projection timings
     if not args.skip_projections:
         bench_projections()
     if args.projections_only:

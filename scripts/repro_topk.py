@@ -26,7 +26,7 @@ from sklearn.svm import LinearSVC
 from svmcore.metrics import top_k_accuracies
 from svmcore.topk import TopKSVM
 
-from _script import DATA, data_path  # noqa: E402  (scripts/ is on sys.path when run)
+from _script import DATA, require_data  # noqa: E402  (scripts/ is on sys.path when run)
 
 BENCH = DATA / "bench"
 KS = (1, 2, 3, 5, 10)
@@ -135,7 +135,7 @@ def main():
     ap.add_argument("--quick", action="store_true", help="C in {1, 10} and 2 folds (default: {0.1, 1, 10}, 3)")
     ap.add_argument("--datasets", default="letter,usps,sector", help="comma-separated, from letter, usps, sector")
     args = ap.parse_args()
-    data_path()  # a usage error if the data folder is missing
+    require_data()  # a usage error if the data folder is missing
     unknown = set(args.datasets.split(",")) - {"letter", "usps", "sector"}
     if unknown:
         ap.error(f"--datasets: unknown {sorted(unknown)}")
