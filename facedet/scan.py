@@ -12,6 +12,7 @@ coarse to fine around the promising windows only: stride 1 next to them, and the
 from __future__ import annotations
 
 import cv2
+import numba as nb
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
@@ -40,13 +41,6 @@ def pyramid_scales(height, width, scale_factor=1.2, min_window=WINDOW, max_windo
     return scales
 
 
-def _window_sums(ii, stride=1):
-    """Sums over the 19x19 windows at every ``stride``-th position from an integral image (H+1, W+1)
-    -> (ceil((H-18)/stride), ceil((W-18)/stride))."""
-    a, b = slice(WINDOW, None, stride), slice(None, -WINDOW, stride)
-    return ii[a, a] - ii[b, a] - ii[a, b] + ii[b, b]
-
-
 def prefilter_map(level, prefilter, stride=1):
     """Stage-0 scores w'z and plane-residual norms at the window positions (y, x) = (i, j) * ``stride`` of a
     grey level image (h, w).
@@ -56,23 +50,51 @@ def prefilter_map(level, prefilter, stride=1):
     MIN_CONTRAST grey levels) get score -inf.
     """
     L = np.ascontiguousarray(level, dtype=np.float32)
+    corr = cv2.matchTemplate(L, prefilter.weights[0].astype(np.float32), cv2.TM_CCORR)
+    return _stage0(L, corr, stride, MIN_CONTRAST ** 2 * _N)
+
+
+@nb.njit(cache=True)
+def _stage0(L, corr, stride, flat_below):
+    # score and norm on the stride grid in one pass (no full-level temporaries). The plane residual's squared
+    # norm comes from the window sums of p, p^2, x p and y p, read off four integral images:
+    # |p|^2 - n mean^2 - ((x p)^2 + (y p)^2) / sum r^2 with x, y about the window's centre. For grey levels
+    # (integers) every sum is exact in float64, whatever its order.
     h, w = L.shape
-    corr = cv2.matchTemplate(L, prefilter.weights[0].astype(np.float32), cv2.TM_CCORR)[::stride, ::stride]
-    Ld = L.astype(np.float64)
-    s1, s2 = cv2.integral2(Ld, sdepth=cv2.CV_64F, sqdepth=cv2.CV_64F)
-    sx = cv2.integral(Ld * np.arange(w)[None, :], sdepth=cv2.CV_64F)
-    sy = cv2.integral(Ld * np.arange(h)[:, None], sdepth=cv2.CV_64F)
-    S1, S2, SX, SY = (_window_sums(a, stride) for a in (s1, s2, sx, sy))
-    x0 = np.arange(0, w - WINDOW + 1, stride)[None, :] + _C
-    y0 = np.arange(0, h - WINDOW + 1, stride)[:, None] + _C
-    mx = SX - x0 * S1  # sum of (x - centre) * pixel over the window
-    my = SY - y0 * S1
-    norm2 = S2 - S1 * S1 / _N - (mx * mx + my * my) / SUM_R2
-    flat = norm2 < MIN_CONTRAST ** 2 * _N
-    norm = np.sqrt(np.maximum(norm2, 1e-12))
-    out = np.full(corr.shape, -np.inf)
-    np.divide(corr.astype(np.float64), norm, out=out, where=~flat)
-    return out, norm
+    I1 = np.zeros((h + 1, w + 1))
+    I2 = np.zeros((h + 1, w + 1))
+    IX = np.zeros((h + 1, w + 1))
+    IY = np.zeros((h + 1, w + 1))
+    for y in range(h):
+        r1 = r2 = rx = ry = 0.0
+        for x in range(w):
+            v = np.float64(L[y, x])
+            r1 += v
+            r2 += v * v
+            rx += v * x
+            ry += v * y
+            I1[y + 1, x + 1] = I1[y, x + 1] + r1
+            I2[y + 1, x + 1] = I2[y, x + 1] + r2
+            IX[y + 1, x + 1] = IX[y, x + 1] + rx
+            IY[y + 1, x + 1] = IY[y, x + 1] + ry
+    ny = (h - WINDOW) // stride + 1
+    nx = (w - WINDOW) // stride + 1
+    score = np.empty((ny, nx))
+    norm = np.empty((ny, nx))
+    for i in range(ny):
+        y0 = i * stride
+        y1 = y0 + WINDOW
+        for j in range(nx):
+            x0 = j * stride
+            x1 = x0 + WINDOW
+            s1 = I1[y1, x1] - I1[y0, x1] - I1[y1, x0] + I1[y0, x0]
+            s2 = I2[y1, x1] - I2[y0, x1] - I2[y1, x0] + I2[y0, x0]
+            mx = IX[y1, x1] - IX[y0, x1] - IX[y1, x0] + IX[y0, x0] - (x0 + _C) * s1
+            my = IY[y1, x1] - IY[y0, x1] - IY[y1, x0] + IY[y0, x0] - (y0 + _C) * s1
+            n2 = s2 - s1 * s1 / _N - (mx * mx + my * my) / SUM_R2
+            norm[i, j] = np.sqrt(max(n2, 1e-12))
+            score[i, j] = -np.inf if n2 < flat_below else np.float64(corr[y0, x0]) / norm[i, j]
+    return score, norm
 
 
 def later_stages(L, ys, xs, norm, Wk, thresholds, chunk=2048):
@@ -137,18 +159,34 @@ def _grid(level, stride, prefilter, Wk):
 def _grid_band(level, stride, prefilter, Wk):
     L = level.astype(np.float32)
     score0, norm = prefilter_map(L, prefilter, stride)
-    ys, xs = np.nonzero(score0 > prefilter.threshold)
-    norm = norm[ys, xs]
-    ys, xs = ys * stride, xs * stride
+    # stage 1 screened densely like stage 0 (one correlation), then decided exactly on the windows within
+    # _MARGIN of passing it: the screen only drops windows far below its threshold
+    corr1 = cv2.matchTemplate(L, Wk[0].reshape(WINDOW, WINDOW), cv2.TM_CCORR) if len(Wk) else score0[:0, :0]
+    ys, xs, norm = _screen(score0, norm, corr1, stride, prefilter.threshold,
+                           prefilter.thresholds[1] - _MARGIN if len(Wk) else -np.inf)
     if len(Wk):
-        # stage 1 screened densely like stage 0 (one correlation), then decided exactly on the windows
-        # within _MARGIN of passing it: the screen only drops windows far below its threshold
-        corr1 = cv2.matchTemplate(L, Wk[0].reshape(WINDOW, WINDOW), cv2.TM_CCORR)[ys, xs]
-        near = corr1 > (prefilter.thresholds[1] - _MARGIN) * norm
-        ys, xs, norm = ys[near], xs[near], norm[near]
         ok = later_stages(L, ys, xs, norm, Wk, prefilter.thresholds[1:])
         ys, xs = ys[ok], xs[ok]
     return ys, xs
+
+
+@nb.njit(cache=True)
+def _screen(score0, norm, corr1, stride, t0, t1):
+    # top-left corners (row-major) and norms of the windows above t0 on stage 0 whose stage-1 correlation
+    # (if corr1 has any) exceeds t1 times the norm
+    ny, nx = score0.shape
+    ys = np.empty(ny * nx, np.int64)
+    xs = np.empty(ny * nx, np.int64)
+    out = np.empty(ny * nx)
+    k = 0
+    for i in range(ny):
+        for j in range(nx):
+            if score0[i, j] > t0 and (corr1.size == 0 or np.float64(corr1[i * stride, j * stride]) > t1 * norm[i, j]):
+                ys[k] = i * stride
+                xs[k] = j * stride
+                out[k] = norm[i, j]
+                k += 1
+    return ys[:k], xs[:k], out[:k]
 
 
 def _score_at(level, ys, xs, scorer, features, prefilter, floor):
