@@ -238,6 +238,10 @@ def train(
     raise typer.Exit(1 if failed or nfail else 0)
 
 
+_THREADS_HELP = ("Threads: pyramid levels scanned at once (default: $NUMBA_NUM_THREADS, else every core); "
+                 "the boxes do not depend on it.")
+
+
 def _number(text, name):
     try:
         return float(text)
@@ -333,6 +337,7 @@ def detect(
     refine: Optional[str] = typer.Option(None, help="Coarse-to-fine: around every window scoring above this SVM "
                                                     "value, also score stride 1 and the pyramid's half steps; "
                                                     "'off': the grid only (default: the model's)."),
+    threads: Optional[int] = typer.Option(None, min=1, help=_THREADS_HELP),
 ):
     """Find faces in images: a table (or --json) of boxes in pixels, and annotated images with --out."""
     from .imageio import ImageError, read_rgb, write_image
@@ -361,7 +366,7 @@ def detect(
             progress.advance(task)
             try:
                 rgb = read_rgb(path)
-                boxes = det.detect(rgb)
+                boxes = det.detect(rgb, threads=threads)
             except (ImageError, ValueError, OSError) as exc:
                 _report("failed", exc if isinstance(exc, ImageError) else f"{path}: {exc}")
                 failed += 1
@@ -449,6 +454,7 @@ def evaluate(
                                                    "precision_recall.png in the current folder, skipped with a "
                                                    "note if that is not writable."),
     iou: float = typer.Option(0.5, help="Intersection over union, in (0, 1], for a detection to match a face."),
+    threads: Optional[int] = typer.Option(None, min=1, help=_THREADS_HELP),
 ):
     """Detection rate, false positives and average precision on annotated images."""
     from .evaluate import evaluate_detections, plot_format, plot_precision_recall, read_annotations
@@ -476,7 +482,7 @@ def evaluate(
         task = progress.add_task("detecting", total=len(ann), info="")
         for name in ann:
             try:
-                dets[name] = det.detect(read_grey(images / name))
+                dets[name] = det.detect(read_grey(images / name), threads=threads)
             except (ImageError, ValueError) as exc:
                 _report("failed", exc if isinstance(exc, ImageError) else f"{name}: {exc}")
                 failed += 1

@@ -159,24 +159,27 @@ class Detector:
         out[:, 2] = out[:, 3] = k * s
         return out
 
-    def scan_windows(self, image, return_windows=False):
+    def scan_windows(self, image, return_windows=False, threads=None):
         """Every window above ``threshold`` (not merged, not calibrated): (k, 5) [x, y, s, s, score] in original
-        pixels, and with ``return_windows`` the (k, 19, 19) uint8 windows. See :func:`facedet.scan.scan`."""
+        pixels, and with ``return_windows`` the (k, 19, 19) uint8 windows. threads: pyramid levels scanned at
+        once (None: $NUMBA_NUM_THREADS or every core; the result does not depend on it). See
+        :func:`facedet.scan.scan`."""
         k = self.box[2]
         return scan(as_grey(image), self._scorer, self._features, self.prefilter,
                     scale_factor=self.scale_factor, stride=self.stride,
                     min_window=max(self.min_size / k, WINDOW / MAX_UPSAMPLE),
                     max_window=None if self.max_size is None else self.max_size / k,
-                    threshold=self.threshold, refine=self.refine, return_windows=return_windows)
+                    threshold=self.threshold, refine=self.refine, return_windows=return_windows, threads=threads)
 
-    def detect(self, image):
+    def detect(self, image, threads=None):
         """Faces in ``image`` ((H, W) grey or (H, W, 3) RGB uint8): (k, 5) float64 [x, y, w, h, score], best first.
 
         Windows above the threshold are merged (IoU >= merge_iou), groups of fewer than min_neighbors windows
-        are dropped, and each group's mean window is mapped to a face box. Raises TypeError/ValueError for a
-        bad image.
+        are dropped, and each group's mean window is mapped to a face box. threads: pyramid levels scanned at
+        once (None: $NUMBA_NUM_THREADS or every core; the result does not depend on it). Raises
+        TypeError/ValueError for a bad image or threads < 1.
         """
-        merged = merge_detections(self.scan_windows(image), self.merge_iou, self.min_neighbors)
+        merged = merge_detections(self.scan_windows(image, threads=threads), self.merge_iou, self.min_neighbors)
         out = self.windows_to_boxes(merged[:, :5])
         return out[np.argsort(-out[:, 4], kind="stable")]
 

@@ -67,7 +67,7 @@ HOG_CLIP = 0.2  # L2-Hys
 HOG_DIM = (HOG_CELLS - HOG_BLOCK + 1) ** 2 * HOG_BLOCK ** 2 * HOG_BINS  # 324
 
 
-@nb.njit(cache=True, parallel=True)
+@nb.njit(cache=True, parallel=True, nogil=True)
 def _hog(w, out, angles, cell_index, cell_weight):
     n = w.shape[0]
     size = w.shape[1]

@@ -112,7 +112,7 @@ def subtract_plane(pixels, mask=True):
     return pixels - (pixels @ P.T) @ D.T
 
 
-@nb.njit(cache=True, parallel=True)
+@nb.njit(cache=True, parallel=True, nogil=True)
 def _equalize(x, out):
     n, p = x.shape
     scale = 2.0 / (p - 1) if p > 1 else 0.0
@@ -130,7 +130,7 @@ def _equalize(x, out):
             j = k + 1
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, nogil=True)
 def _rank_levels(q, out, count, value):
     # counting sort over integer levels: O(p + range) per window instead of a comparison sort; count and
     # value are scratch of at least the range's length (reused across windows: no allocation per window)
@@ -159,7 +159,7 @@ def _rank_levels(q, out, count, value):
 _CHUNK = 256  # windows per parallel task (one set of scratch arrays each)
 
 
-@nb.njit(cache=True, parallel=True)
+@nb.njit(cache=True, parallel=True, nogil=True)
 def _equalize_levels(q, out):
     n = q.shape[0]
     for t in nb.prange((n + _CHUNK - 1) // _CHUNK):
@@ -169,7 +169,7 @@ def _equalize_levels(q, out):
             _rank_levels(q[i], out[i], count, value)
 
 
-@nb.njit(cache=True, parallel=True)
+@nb.njit(cache=True, parallel=True, nogil=True)
 def _plane_equalize(w, idx, D, P, out):
     # mask, plane subtraction, rounding and equalization of each window in one pass (no (n, p) temporaries);
     # the same arithmetic as apply_mask + subtract_plane + rint + equalize

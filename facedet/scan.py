@@ -11,10 +11,14 @@ coarse to fine around the promising windows only: stride 1 next to them, and the
 """
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+
 import cv2
 import numba as nb
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
+from threadpoolctl import threadpool_limits
 
 from .features import MIN_CONTRAST, SUM_R2
 from .preprocess import WINDOW
@@ -54,7 +58,7 @@ def prefilter_map(level, prefilter, stride=1):
     return _stage0(L, corr, stride, MIN_CONTRAST ** 2 * _N)
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, nogil=True)
 def _stage0(L, corr, stride, flat_below):
     # score and norm on the stride grid in one pass (no full-level temporaries). The plane residual's squared
     # norm comes from the window sums of p, p^2, x p and y p, read off four integral images:
@@ -170,7 +174,7 @@ def _grid_band(level, stride, prefilter, Wk):
     return ys, xs
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, nogil=True)
 def _screen(score0, norm, corr1, stride, t0, t1):
     # top-left corners (row-major) and norms of the windows above t0 on stage 0 whose stage-1 correlation
     # (if corr1 has any) exceeds t1 times the norm
@@ -200,7 +204,7 @@ def _score_at(level, ys, xs, scorer, features, prefilter, floor):
 
 
 def scan(grey, scorer, features, prefilter=None, *, scale_factor=1.2, stride=1, min_window=WINDOW,
-         max_window=None, threshold=0.0, refine=None, return_windows=False):
+         max_window=None, threshold=0.0, refine=None, return_windows=False, threads=None):
     """Every window scoring above ``threshold``, as boxes in original pixels.
 
     grey: (H, W) uint8 image. scorer: (feature rows (n, p), floor) -> scores (n,), exact above floor (see
@@ -211,6 +215,10 @@ def scan(grey, scorer, features, prefilter=None, *, scale_factor=1.2, stride=1, 
     the pyramid's half step (scale s sqrt(scale_factor)) towards each neighbouring level, are scored too
     (through the prefilter, if any). Independent of ``threshold``, so one scan at a low threshold gives the
     detections at every higher one. None: the grid and the pyramid alone.
+    threads: pyramid levels scanned at once (None: numba's thread count, i.e. $NUMBA_NUM_THREADS or every
+    core). Each level runs its BLAS and numba kernels on one thread: the batches are too small to share, and
+    two thread pools spinning on the same cores made a 500x334 image 3x slower than one thread. The result
+    does not depend on ``threads``.
     Returns boxes (k, 5) float64 [x, y, w, h, score] of the 19 s x 19 s windows (not yet calibrated to face
     boxes nor merged); with ``return_windows``, also the (k, 19, 19) uint8 windows as scored (for bootstrapping).
     """
@@ -220,10 +228,42 @@ def scan(grey, scorer, features, prefilter=None, *, scale_factor=1.2, stride=1, 
     if stride < 1:
         raise ValueError(f"stride: must be >= 1, got {stride!r}")
     H, W = grey.shape
-    boxes, windows = [], []
     Wk = None if prefilter is None else prefilter.weights[1:].reshape(-1, _N).astype(np.float32)
+    floor = threshold if refine is None else min(threshold, refine)
+    scales = pyramid_scales(H, W, scale_factor, min_window, max_window)
 
-    def emit(ys, xs, win, score, sx, sy):
+    def level(s):
+        level, sx, sy = _resize(grey, s)
+        ys, xs = _grid(level, stride, prefilter, Wk)
+        ys, xs, win, score = _score_at(level, ys, xs, scorer, features, None, floor)
+        if refine is not None and stride > 1:
+            ny, nx = neighbours(ys[score > refine], xs[score > refine], stride - 1,
+                                level.shape[0] - WINDOW + 1, level.shape[1] - WINDOW + 1, stride)
+            ny, nx, nwin, nscore = _score_at(level, ny, nx, scorer, features, prefilter, floor)
+            ys, xs, win, score = np.r_[ys, ny], np.r_[xs, nx], np.concatenate([win, nwin]), np.r_[score, nscore]
+        return ys, xs, win, score, sx, sy
+
+    def centres(found):  # (m, 2) centres in original pixels of a level's windows scoring above refine
+        ys, xs, _, score, sx, sy = found
+        up = score > refine
+        return np.column_stack([(xs[up] + WINDOW / 2) * sx, (ys[up] + WINDOW / 2) * sy])
+
+    def half_step(k, seeds):  # the 3x3 windows around the seeds on the half step above level k
+        level, sx, sy = _resize(grey, scales[k] * np.sqrt(scale_factor))
+        ys, xs = neighbours(np.rint(seeds[:, 1] / sy - WINDOW / 2).astype(np.int64),
+                            np.rint(seeds[:, 0] / sx - WINDOW / 2).astype(np.int64), 1,
+                            level.shape[0] - WINDOW + 1, level.shape[1] - WINDOW + 1)
+        return (*_score_at(level, ys, xs, scorer, features, prefilter, floor), sx, sy)
+
+    with _level_pool(threads) as run:
+        found = run(level, scales)
+        if refine is not None:
+            # the half steps of the pyramid, only around the promising windows of the two levels on either side
+            seeds = [centres(f) for f in found]
+            steps = [(k, np.concatenate([seeds[k], seeds[k + 1]])) for k in range(len(seeds) - 1)]
+            found += run(lambda step: half_step(*step), [st for st in steps if len(st[1])])
+    boxes, windows = [], []
+    for ys, xs, win, score, sx, sy in found:
         keep = score > threshold
         if keep.any():
             n = int(keep.sum())
@@ -231,34 +271,45 @@ def scan(grey, scorer, features, prefilter=None, *, scale_factor=1.2, stride=1, 
                                           np.full(n, WINDOW * sy), score[keep]]))
             if return_windows:
                 windows.append(win[keep])
-
-    floor = threshold if refine is None else min(threshold, refine)
-    scales = pyramid_scales(H, W, scale_factor, min_window, max_window)
-    seeds = []  # per level: centres (m, 2) in original pixels of the windows scoring above refine
-    for s in scales:
-        level, sx, sy = _resize(grey, s)
-        ys, xs = _grid(level, stride, prefilter, Wk)
-        ys, xs, win, score = _score_at(level, ys, xs, scorer, features, None, floor)
-        if refine is not None:
-            if stride > 1:
-                ny, nx = neighbours(ys[score > refine], xs[score > refine], stride - 1,
-                                    level.shape[0] - WINDOW + 1, level.shape[1] - WINDOW + 1, stride)
-                ny, nx, nwin, nscore = _score_at(level, ny, nx, scorer, features, prefilter, floor)
-                ys, xs, win, score = np.r_[ys, ny], np.r_[xs, nx], np.concatenate([win, nwin]), np.r_[score, nscore]
-            up = score > refine
-            seeds.append(np.column_stack([(xs[up] + WINDOW / 2) * sx, (ys[up] + WINDOW / 2) * sy]))
-        emit(ys, xs, win, score, sx, sy)
-    # the half steps of the pyramid, only around the promising windows of the two levels on either side
-    for k in range(len(seeds) - 1):
-        centres = np.concatenate([seeds[k], seeds[k + 1]])
-        if len(centres) == 0:
-            continue
-        level, sx, sy = _resize(grey, scales[k] * np.sqrt(scale_factor))
-        ys, xs = neighbours(np.rint(centres[:, 1] / sy - WINDOW / 2).astype(np.int64),
-                            np.rint(centres[:, 0] / sx - WINDOW / 2).astype(np.int64), 1,
-                            level.shape[0] - WINDOW + 1, level.shape[1] - WINDOW + 1)
-        emit(*_score_at(level, ys, xs, scorer, features, prefilter, floor), sx, sy)
     out = np.concatenate(boxes) if boxes else np.empty((0, 5))
     if return_windows:
         return out, (np.concatenate(windows) if windows else np.empty((0, WINDOW, WINDOW), np.uint8))
     return out
+
+
+@contextmanager
+def _level_pool(threads):
+    """A map over pyramid levels on ``threads`` threads (list results, in order), every BLAS and numba kernel
+    inside on one thread; the caller's thread settings are restored afterwards."""
+    if threads is None:
+        threads = nb.config.NUMBA_NUM_THREADS
+    elif isinstance(threads, bool) or not isinstance(threads, (int, np.integer)) or threads < 1:
+        raise ValueError(f"threads: expected an integer >= 1, got {threads!r}")
+    if threads > 1 and not _threadsafe_numba():
+        threads = 1  # numba's workqueue layer aborts the process when two threads run parallel kernels
+    before = nb.get_num_threads()
+    with threadpool_limits(1, user_api="blas"):
+        nb.set_num_threads(1)
+        try:
+            if threads == 1:
+                yield lambda f, items: [f(x) for x in items]
+            else:
+                with ThreadPoolExecutor(threads, initializer=nb.set_num_threads, initargs=(1,)) as pool:
+                    yield lambda f, items: list(pool.map(f, items))
+        finally:
+            nb.set_num_threads(before)
+
+
+@nb.njit(parallel=True, cache=True)
+def _parallel_probe(n):
+    total = 0
+    for i in nb.prange(n):
+        total += i
+    return total
+
+
+def _threadsafe_numba():
+    """Whether numba's threading layer (chosen at the first parallel kernel) takes parallel kernels from several
+    threads at once: tbb and omp do, workqueue does not."""
+    _parallel_probe(2)
+    return nb.threading_layer() != "workqueue"

@@ -247,7 +247,7 @@ def approximation_error(p=-1.0, n_anchors=3, step=0.01):
 
 
 # --- the O(d) evaluation with lookup tables --------------------------------------------------------
-@nb.njit(cache=True, fastmath=True, inline="always")
+@nb.njit(cache=True, fastmath=True, inline="always", nogil=True)
 def _lut_add(out, i, table, j, s):
     """out[i] += T_j at table position s (linear interpolation; 0 below the first node, clamped at the last)."""
     top = table.shape[2] - 1
@@ -263,7 +263,7 @@ def _lut_add(out, i, table, j, s):
         out[i, m] += table[m, j, k] + w * (table[m, j, k + 1] - table[m, j, k])
 
 
-@nb.njit(cache=True, parallel=True, fastmath=True)
+@nb.njit(cache=True, parallel=True, fastmath=True, nogil=True)
 def _lut_dense(X, table, inv_step, intercept, out):
     n, d = X.shape
     n_models = table.shape[0]
@@ -274,7 +274,7 @@ def _lut_dense(X, table, inv_step, intercept, out):
             _lut_add(out, i, table, j, X[i, j] * inv_step)
 
 
-@nb.njit(cache=True, parallel=True, fastmath=True)
+@nb.njit(cache=True, parallel=True, fastmath=True, nogil=True)
 def _lut_csr(indptr, indices, data, table, inv_step, intercept, out):
     n = indptr.shape[0] - 1
     n_models = table.shape[0]

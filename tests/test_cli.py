@@ -57,9 +57,11 @@ def test_detect_scan_overrides(astro):
     assert r.exit_code == 0, r.output
     coarse = json.loads(r.stdout)[0]["faces"]
     assert len(fine) == 1 and coarse and max(f["score"] for f in coarse) <= fine[0]["score"] + 1e-6
-    for bad in (["--stride", "0"], ["--scale-factor", "1"], ["--refine", "maybe"]):
+    for bad in (["--stride", "0"], ["--scale-factor", "1"], ["--refine", "maybe"], ["--threads", "0"]):
         r = runner.invoke(app, ["detect", str(astro), *bad])
         assert r.exit_code == 2 and "error" in r.output.lower()
+    r = runner.invoke(app, ["detect", str(astro), "--json", "--threads", "1"])
+    assert r.exit_code == 0 and json.loads(r.stdout)[0]["faces"] == fine  # the boxes do not depend on it
 
 
 def test_detect_bad_files_reported_rest_processed(astro, tmp_path):

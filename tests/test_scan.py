@@ -231,6 +231,41 @@ def test_refine_is_stride_1_and_half_steps_next_to_promising_windows(astro, svm,
     assert len(got) and prefilter.accept(prefilter.scores(win)).all()
 
 
+def test_levels_on_several_threads_give_the_same_scan_and_restore_thread_settings(astro, svm, prefilter):
+    import numba
+    from threadpoolctl import threadpool_info
+
+    scorer = make_scorer(svm)
+    kw = dict(stride=2, min_window=24, threshold=-0.5, refine=-0.2, return_windows=True)
+    before = numba.get_num_threads(), [p["num_threads"] for p in threadpool_info()]
+    one, win1 = scan(astro, scorer, window_features, prefilter, threads=1, **kw)
+    three, win3 = scan(astro, scorer, window_features, prefilter, threads=3, **kw)
+    assert len(one) > 100 and len(np.unique(np.round(one[:, 2], 6))) > 10  # windows from many levels
+    np.testing.assert_array_equal(three, one)  # same windows, same order, same scores to the last bit
+    np.testing.assert_array_equal(win3, win1)
+    assert (numba.get_num_threads(), [p["num_threads"] for p in threadpool_info()]) == before
+    for bad in (0, -1, 1.5, True, "2"):
+        with pytest.raises(ValueError, match="threads"):
+            scan(astro, scorer, window_features, prefilter, threads=bad)
+
+
+def test_levels_fall_back_to_one_thread_under_numba_workqueue(data_dir):
+    # two threads running parallel kernels abort the process under numba's workqueue layer (checked)
+    import os
+    import subprocess
+    import sys
+
+    code = ("import numpy as np, numba; from facedet import load_default; from facedet.imageio import read_grey; "
+            f"g = read_grey({str(data_dir / 'misc_faces_skimage' / 'astronaut.png')!r})[40:260, 120:340]; "
+            "d = load_default(); a, b = d.detect(g, threads=1), d.detect(g, threads=2); "
+            "print(numba.threading_layer(), len(a), np.array_equal(a, b))")
+    env = {**os.environ, "NUMBA_THREADING_LAYER": "workqueue"}
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300,
+                       cwd=Path(__file__).resolve().parents[1])
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.split() == ["workqueue", "1", "True"]
+
+
 def test_scan_rejects_bad_image(svm):
     with pytest.raises(ValueError):
         scan(np.zeros((50, 50), np.float32), make_scorer(svm), window_features)
