@@ -8,6 +8,7 @@ correlation); the windows near or above its threshold get every later stage exac
 per chunk of windows. The windows passing all stages are cut out together, preprocessed as one batch and
 scored as one batch. No Python code runs per window. Optionally (``refine``) the search then goes from
 coarse to fine around the promising windows only: stride 1 next to them, and the pyramid's half steps.
+Levels are scanned on several threads at once, each level's kernels on one thread.
 """
 from __future__ import annotations
 
@@ -232,7 +233,7 @@ def scan(grey, scorer, features, prefilter=None, *, scale_factor=1.2, stride=1, 
     floor = threshold if refine is None else min(threshold, refine)
     scales = pyramid_scales(H, W, scale_factor, min_window, max_window)
 
-    def level(s):
+    def scan_level(s):
         level, sx, sy = _resize(grey, s)
         ys, xs = _grid(level, stride, prefilter, Wk)
         ys, xs, win, score = _score_at(level, ys, xs, scorer, features, None, floor)
@@ -248,7 +249,8 @@ def scan(grey, scorer, features, prefilter=None, *, scale_factor=1.2, stride=1, 
         up = score > refine
         return np.column_stack([(xs[up] + WINDOW / 2) * sx, (ys[up] + WINDOW / 2) * sy])
 
-    def half_step(k, seeds):  # the 3x3 windows around the seeds on the half step above level k
+    def half_step(step):  # the 3x3 windows around the seeds on the half step above level k
+        k, seeds = step
         level, sx, sy = _resize(grey, scales[k] * np.sqrt(scale_factor))
         ys, xs = neighbours(np.rint(seeds[:, 1] / sy - WINDOW / 2).astype(np.int64),
                             np.rint(seeds[:, 0] / sx - WINDOW / 2).astype(np.int64), 1,
@@ -256,12 +258,12 @@ def scan(grey, scorer, features, prefilter=None, *, scale_factor=1.2, stride=1, 
         return (*_score_at(level, ys, xs, scorer, features, prefilter, floor), sx, sy)
 
     with _level_pool(threads) as run:
-        found = run(level, scales)
+        found = run(scan_level, scales)
         if refine is not None:
             # the half steps of the pyramid, only around the promising windows of the two levels on either side
             seeds = [centres(f) for f in found]
             steps = [(k, np.concatenate([seeds[k], seeds[k + 1]])) for k in range(len(seeds) - 1)]
-            found += run(lambda step: half_step(*step), [st for st in steps if len(st[1])])
+            found += run(half_step, [st for st in steps if len(st[1])])
     boxes, windows = [], []
     for ys, xs, win, score, sx, sy in found:
         keep = score > threshold
