@@ -1,4 +1,4 @@
 """``python -m facedet``: the same command line as the ``facedet`` script."""
-from .cli import app
+from .cli import main
 
-app(prog_name="facedet")
+main()

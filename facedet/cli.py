@@ -238,8 +238,8 @@ def train(
     raise typer.Exit(1 if failed or nfail else 0)
 
 
-_THREADS_HELP = ("Threads: pyramid levels scanned at once (default: $NUMBA_NUM_THREADS, else every core); "
-                 "the boxes do not depend on it.")
+_THREADS_HELP = ("Threads: pyramid levels scanned at once (default: $NUMBA_NUM_THREADS, else every core, at most "
+                 "4; each holds a level's arrays); the boxes do not depend on it.")
 
 
 def _number(text, name):
@@ -505,5 +505,20 @@ def evaluate(
     raise typer.Exit(1 if failed else 0)
 
 
+def main(prog_name="facedet"):
+    """The ``facedet`` command. Ctrl-C inside a numba kernel surfaces as a SystemError caused (through other
+    SystemErrors) by the KeyboardInterrupt; it ends the command as Ctrl-C does elsewhere (exit 130)."""
+    try:
+        app(prog_name=prog_name)
+    except SystemError as exc:
+        chain = [exc]
+        while chain[-1] is not None and len(chain) < 20 and not isinstance(chain[-1], KeyboardInterrupt):
+            chain.append(chain[-1].__cause__ or chain[-1].__context__)
+        if not isinstance(chain[-1], KeyboardInterrupt):
+            raise
+        err.print("interrupted", markup=False, highlight=False)
+        sys.exit(130)
+
+
 if __name__ == "__main__":
-    app()
+    main()

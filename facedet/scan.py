@@ -12,7 +12,9 @@ Levels are scanned on several threads at once, each level's kernels on one threa
 """
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
+import threading
+import warnings
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from contextlib import contextmanager
 
 import cv2
@@ -216,10 +218,13 @@ def scan(grey, scorer, features, prefilter=None, *, scale_factor=1.2, stride=1, 
     the pyramid's half step (scale s sqrt(scale_factor)) towards each neighbouring level, are scored too
     (through the prefilter, if any). Independent of ``threshold``, so one scan at a low threshold gives the
     detections at every higher one. None: the grid and the pyramid alone.
-    threads: pyramid levels scanned at once (None: numba's thread count, i.e. $NUMBA_NUM_THREADS or every
-    core). Each level runs its BLAS and numba kernels on one thread: the batches are too small to share, and
-    two thread pools spinning on the same cores made a 500x334 image 3x slower than one thread. The result
-    does not depend on ``threads``.
+    threads: pyramid levels scanned at once (None: ``numba.get_num_threads()``, i.e. $NUMBA_NUM_THREADS or
+    every core, at most MAX_THREADS = 4). Each level runs its BLAS and numba kernels on one thread: the batches
+    are too small to share, and two thread pools spinning on the same cores made a 500x334 image 3x slower
+    than one thread. BLAS stays on one thread for the whole process while a scan runs. The result does not
+    depend on ``threads``; with threads > 1, ``scorer`` and ``features`` are called from several threads at
+    once (those of facedet and svmcore are thread-safe). Under numba's workqueue threading layer, which is
+    not thread-safe, the scan runs on one thread (a RuntimeWarning if more were asked for).
     Returns boxes (k, 5) float64 [x, y, w, h, score] of the 19 s x 19 s windows (not yet calibrated to face
     boxes nor merged); with ``return_windows``, also the (k, 19, 19) uint8 windows as scored (for bootstrapping).
     """
@@ -279,27 +284,77 @@ def scan(grey, scorer, features, prefilter=None, *, scale_factor=1.2, stride=1, 
     return out
 
 
+MAX_THREADS = 4  # default cap: each thread holds a level's arrays (100-250 MB on a 12-MP photo)
+
+
 @contextmanager
 def _level_pool(threads):
     """A map over pyramid levels on ``threads`` threads (list results, in order), every BLAS and numba kernel
-    inside on one thread; the caller's thread settings are restored afterwards."""
+    inside on one thread; the caller's thread settings are restored afterwards. On an error the levels not yet
+    started are cancelled."""
+    asked = threads
     if threads is None:
-        threads = nb.config.NUMBA_NUM_THREADS
+        threads = min(nb.get_num_threads(), MAX_THREADS)
     elif isinstance(threads, bool) or not isinstance(threads, (int, np.integer)) or threads < 1:
         raise ValueError(f"threads: expected an integer >= 1, got {threads!r}")
     if threads > 1 and not _threadsafe_numba():
-        threads = 1  # numba's workqueue layer aborts the process when two threads run parallel kernels
+        if asked is not None:
+            warnings.warn("numba's workqueue threading layer cannot run kernels from two threads at once (it "
+                          "aborts the process): scanning on one thread; install tbb for parallel levels",
+                          RuntimeWarning, stacklevel=4)
+        threads = 1
     before = nb.get_num_threads()
-    with threadpool_limits(1, user_api="blas"):
+    with _blas_single_thread():
         nb.set_num_threads(1)
         try:
             if threads == 1:
                 yield lambda f, items: [f(x) for x in items]
             else:
-                with ThreadPoolExecutor(threads, initializer=nb.set_num_threads, initargs=(1,)) as pool:
-                    yield lambda f, items: list(pool.map(f, items))
+                pool = ThreadPoolExecutor(threads, initializer=nb.set_num_threads, initargs=(1,))
+                try:
+                    yield lambda f, items: _map_fail_fast(pool, f, items)
+                except BaseException:
+                    pool.shutdown(cancel_futures=True)  # Ctrl-C: no level starts after it
+                    raise
+                finally:
+                    pool.shutdown()
         finally:
             nb.set_num_threads(before)
+
+
+def _map_fail_fast(pool, f, items):
+    """[f(x) for x in items] on the pool; the first error cancels every level not yet started and is raised."""
+    futures = [pool.submit(f, x) for x in items]
+    wait(futures, return_when=FIRST_EXCEPTION)
+    for fut in futures:
+        if fut.done() and not fut.cancelled() and fut.exception() is not None:
+            for other in futures:
+                other.cancel()
+            raise fut.exception()
+    return [fut.result() for fut in futures]
+
+
+_blas_lock = threading.Lock()
+_blas_scans = 0  # scans running in this process
+_blas_limit = None
+
+
+@contextmanager
+def _blas_single_thread():
+    # BLAS's thread count is process-wide: the first of overlapping scans sets it to 1 and the last restores it
+    # (nested threadpool_limits in two threads would restore each other's settings out of order)
+    global _blas_scans, _blas_limit
+    with _blas_lock:
+        if _blas_scans == 0:
+            _blas_limit = threadpool_limits(1, user_api="blas")
+        _blas_scans += 1
+    try:
+        yield
+    finally:
+        with _blas_lock:
+            _blas_scans -= 1
+            if _blas_scans == 0:
+                _blas_limit.restore_original_limits()
 
 
 @nb.njit(parallel=True, cache=True)

@@ -248,3 +248,29 @@ def test_input_files_that_are_not_what_they_claim(astro, tmp_path, data_dir):
         r = runner.invoke(app, base + extra)
         assert r.exit_code == 2 and message in r.stderr, r.output
     assert not (tmp_path / "pr.png").exists()
+
+
+def test_ctrl_c_inside_a_numba_kernel_exits_130(monkeypatch, capsys):
+    # numba turns Ctrl-C during a kernel into SystemErrors chained to the KeyboardInterrupt
+    import facedet.cli as cli
+
+    def interrupted(**kw):
+        try:
+            try:
+                raise KeyboardInterrupt
+            except KeyboardInterrupt as exc:
+                raise SystemError("_numba_unpickle returned a result with an exception set") from exc
+        except SystemError as exc:
+            raise SystemError("CPUDispatcher(_stage0) returned a result with an exception set") from exc
+
+    monkeypatch.setattr(cli, "app", interrupted)
+    with pytest.raises(SystemExit) as exit_:
+        cli.main()
+    assert exit_.value.code == 130 and "interrupted" in capsys.readouterr().err
+
+    def broken(**kw):
+        raise SystemError("a real bug")
+
+    monkeypatch.setattr(cli, "app", broken)
+    with pytest.raises(SystemError, match="a real bug"):  # any other SystemError is not hidden
+        cli.main()

@@ -1,4 +1,5 @@
 """Scoring, dense prefilter, pyramid scanning and merging, checked against brute force on real images."""
+import time
 from pathlib import Path
 
 import cv2
@@ -249,6 +250,38 @@ def test_levels_on_several_threads_give_the_same_scan_and_restore_thread_setting
             scan(astro, scorer, window_features, prefilter, threads=bad)
 
 
+def test_overlapping_scans_restore_blas_threads_and_a_failed_level_cancels_the_rest(astro, svm, prefilter):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from threadpoolctl import threadpool_info
+
+    scorer = make_scorer(svm)
+    grey = astro[40:260, 120:340]
+    before = [p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"]
+    ref = scan(grey, scorer, window_features, prefilter, stride=2, min_window=24, threads=1)
+    with ThreadPoolExecutor(2) as callers:  # two scans at once, each on two threads, many times
+        runs = list(callers.map(lambda _: scan(grey, scorer, window_features, prefilter, stride=2, min_window=24,
+                                               threads=2), range(12)))
+    assert all(np.array_equal(r, ref) for r in runs)
+    assert [p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"] == before
+
+    # a failed level stops the scan: the biggest batch (the first level's) fails slowly, every other at once
+    sizes = []
+    scan(astro, lambda X, floor=-np.inf: sizes.append(len(X)) or np.zeros(len(X)), window_features, prefilter,
+         stride=2, min_window=24, threads=1)
+    calls = []
+
+    def failing(X, floor=-np.inf):
+        calls.append(len(X))
+        if len(X) == max(sizes):
+            time.sleep(0.5)
+        raise RuntimeError("scorer failed")
+
+    with pytest.raises(RuntimeError, match="scorer failed"):
+        scan(astro, failing, window_features, prefilter, stride=2, min_window=24, threads=2)
+    assert len(sizes) >= 15 and len(calls) <= 5  # waiting for the levels in order would run all 15
+
+
 def test_levels_fall_back_to_one_thread_under_numba_workqueue(data_dir):
     # two threads running parallel kernels abort the process under numba's workqueue layer (checked)
     import os
@@ -258,12 +291,12 @@ def test_levels_fall_back_to_one_thread_under_numba_workqueue(data_dir):
     code = ("import numpy as np, numba; from facedet import load_default; from facedet.imageio import read_grey; "
             f"g = read_grey({str(data_dir / 'misc_faces_skimage' / 'astronaut.png')!r})[40:260, 120:340]; "
             "d = load_default(); a, b = d.detect(g, threads=1), d.detect(g, threads=2); "
-            "print(numba.threading_layer(), len(a), np.array_equal(a, b))")
+            "print(numba.threading_layer(), len(a), np.array_equal(a, b))")  # threads=2 asked: a warning
     env = {**os.environ, "NUMBA_THREADING_LAYER": "workqueue"}
     r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300,
                        cwd=Path(__file__).resolve().parents[1])
     assert r.returncode == 0, r.stderr[-2000:]
-    assert r.stdout.split() == ["workqueue", "1", "True"]
+    assert r.stdout.split() == ["workqueue", "1", "True"] and "scanning on one thread" in r.stderr
 
 
 def test_scan_rejects_bad_image(svm):
