@@ -162,7 +162,7 @@ class Detector:
     def scan_windows(self, image, return_windows=False, threads=None):
         """Every window above ``threshold`` (not merged, not calibrated): (k, 5) [x, y, s, s, score] in original
         pixels, and with ``return_windows`` the (k, 19, 19) uint8 windows. threads: pyramid levels scanned at
-        once (None: $NUMBA_NUM_THREADS or every core; the result does not depend on it). See
+        once (None: $NUMBA_NUM_THREADS or every core, at most 4; the result does not depend on it). See
         :func:`facedet.scan.scan`."""
         k = self.box[2]
         return scan(as_grey(image), self._scorer, self._features, self.prefilter,
@@ -176,7 +176,7 @@ class Detector:
 
         Windows above the threshold are merged (IoU >= merge_iou), groups of fewer than min_neighbors windows
         are dropped, and each group's mean window is mapped to a face box. threads: pyramid levels scanned at
-        once (None: $NUMBA_NUM_THREADS or every core; the result does not depend on it). Raises
+        once (None: $NUMBA_NUM_THREADS or every core, at most 4; the result does not depend on it). Raises
         TypeError/ValueError for a bad image or threads < 1.
         """
         merged = merge_detections(self.scan_windows(image, threads=threads), self.merge_iou, self.min_neighbors)
