@@ -130,7 +130,7 @@ def _equalize(x, out):
             j = k + 1
 
 
-@nb.njit(cache=True, nogil=True)
+@nb.njit(cache=True)
 def _rank_levels(q, out, count, value):
     # counting sort over integer levels: O(p + range) per window instead of a comparison sort; count and
     # value are scratch of at least the range's length (reused across windows: no allocation per window)

@@ -247,7 +247,7 @@ def approximation_error(p=-1.0, n_anchors=3, step=0.01):
 
 
 # --- the O(d) evaluation with lookup tables --------------------------------------------------------
-@nb.njit(cache=True, fastmath=True, inline="always", nogil=True)
+@nb.njit(cache=True, fastmath=True, inline="always")
 def _lut_add(out, i, table, j, s):
     """out[i] += T_j at table position s (linear interpolation; 0 below the first node, clamped at the last)."""
     top = table.shape[2] - 1
