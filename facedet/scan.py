@@ -16,6 +16,7 @@ import threading
 import warnings
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from contextlib import contextmanager
+from functools import lru_cache
 
 import cv2
 import numba as nb
@@ -365,6 +366,7 @@ def _parallel_probe(n):
     return total
 
 
+@lru_cache(maxsize=None)  # numba picks its layer once per process
 def _threadsafe_numba():
     """Whether numba's threading layer (chosen at the first parallel kernel) takes parallel kernels from several
     threads at once: tbb and omp do, workqueue does not."""
