@@ -386,3 +386,22 @@ def test_class_weight_round_trips_through_model_files(cbcl_small, tmp_path):
     m = svmcore.SVC(kernel="linear", class_weight={b"face": 2.0}).fit(X, np.array([b"x", b"face"])[y])
     with pytest.raises(TypeError, match="cannot be stored"):
         m.save(tmp_path / "bytes.npz")
+
+
+@pytest.mark.timeout(120)  # before the fix SMO cycled forever on this problem
+def test_rbf_ignores_a_common_offset_in_the_features(pendigits_small):
+    X, y, Xt, _ = pendigits_small
+    m = np.isin(y, [1, 2])
+    X, y, Xt = X[m][:300], y[m][:300], Xt[:300]  # digits 1 and 2; features in [0, 1]
+    shift = 1000.0  # ||x||^2 ~ 1.6e7: a float32 inner product cancels in ||a||^2 + ||b||^2 - 2<a, b>
+    centred = svmcore.SVC(C=10.0, gamma=2.0).fit(X, y)
+    for Xs in (X + shift, sp.csr_matrix(X + shift)):
+        ours = svmcore.SVC(C=10.0, gamma=2.0).fit(Xs, y)
+        assert ours.kkt_violation_ <= 1e-3
+        np.testing.assert_allclose(ours.decision_function(Xt + shift), centred.decision_function(Xt), atol=2e-3)
+        ref = sk.SVC(C=10.0, gamma=2.0).fit(X + shift, y)
+        np.testing.assert_allclose(ours.decision_function(Xt + shift), ref.decision_function(Xt + shift),
+                                   atol=2e-3)
+    one = svmcore.OneClassSVM(nu=0.2, gamma=2.0).fit(X + shift)
+    ref = sk.OneClassSVM(nu=0.2, gamma=2.0).fit(X + shift)
+    np.testing.assert_allclose(one.decision_function(Xt + shift), ref.decision_function(Xt + shift), atol=2e-3)
