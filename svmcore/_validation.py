@@ -139,6 +139,14 @@ def check_scalar(value, name, *, lo=None, hi=None, lo_open=False, hi_open=False,
     return value
 
 
+def check_finite_fit(*values, what="the features (or kernel values)", remedy="rescale them, e.g. to [0, 1]"):
+    """Raise ValueError unless every value a fit computed (arrays or numbers: kernel values, the solution) is
+    finite: NaN or inf there means ``what`` overflow. Fits call it before storing anything, so that a failed
+    fit leaves the earlier model in place."""
+    if not all(np.isfinite(v).all() for v in values):
+        raise ValueError(f"training gave NaN or infinite values: {what} overflow; {remedy}")
+
+
 def check_random_state(random_state):
     """Return ``random_state`` after checking it is None, an int >= 0, a numpy Generator or a RandomState
     (TypeError / ValueError otherwise)."""

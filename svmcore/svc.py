@@ -12,9 +12,9 @@ import numpy as np
 import scipy.sparse as sp
 
 from . import persistence
-from ._validation import (NotFittedError, check_array, check_choice, check_class_weight, check_fitted, check_labels,
-                          check_n_features, check_precomputed_kernel, check_random_state, check_sample_weight,
-                          check_scalar, make_rng, row_weights)
+from ._validation import (NotFittedError, check_array, check_choice, check_class_weight, check_finite_fit, check_fitted,
+                          check_labels, check_n_features, check_precomputed_kernel, check_random_state,
+                          check_sample_weight, check_scalar, make_rng, row_weights)
 from .base import BaseEstimator, ClassifierMixin
 from .kernels import KernelSpec, kernel_block, resolve_kernel
 from .multiclass import ovo_pairs, ovo_votes
@@ -99,9 +99,8 @@ class _KernelSVM(BaseEstimator):
         """Keep the rows with a nonzero coefficient in any of the binary models: coef (n_models, n),
         intercept (n_models,), results: one solver result per model. ValueError, before anything is stored, if
         the solution is not finite (kernel values that overflow, e.g. a high-degree poly on large features)."""
-        if not (np.isfinite(coef).all() and np.isfinite(intercept).all()):
-            raise ValueError(f"training gave NaN or infinite coefficients: the {spec.kind} kernel values overflow "
-                             "on these features; rescale them (e.g. to [0, 1]) or lower degree / gamma")
+        check_finite_fit(coef, intercept, what=f"the {spec.kind} kernel values on these features",
+                         remedy="rescale the features (e.g. to [0, 1]) or lower degree / gamma")
         support = np.flatnonzero(np.any(coef != 0, axis=0))
         self.support_ = support.astype(np.int64)
         if spec.kind == "precomputed":

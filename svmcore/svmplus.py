@@ -20,8 +20,8 @@ import scipy.linalg
 import scipy.sparse as sp
 
 from . import persistence
-from ._validation import (check_array, check_choice, check_fitted, check_labels, check_n_features,
-                          check_random_state, check_scalar, make_rng)
+from ._validation import (check_array, check_choice, check_finite_fit, check_fitted, check_labels,
+                          check_n_features, check_random_state, check_scalar, make_rng)
 from .base import BaseEstimator, ClassifierMixin
 from .dcd import as_rows, dcd_svmplus
 from .kernels import KernelSpec, kernel_block, resolve_kernel, row_norms_sq
@@ -96,8 +96,9 @@ class LinearSVMPlus(_Classifier, BaseEstimator):
     def fit(self, X, X_star, y):
         """Train on X (n, d) and privileged X_star (n, d*), float arrays or scipy.sparse; y (n,) two classes.
 
-        Raises ValueError for mismatched rows, NaN/inf, a single class, C <= 0, gamma <= 0, tol <= 0,
-        max_iter < 1; TypeError for non-numeric input. Returns self.
+        Raises ValueError for mismatched rows, NaN/inf, features whose squared norms overflow, a single class,
+        C <= 0, gamma <= 0, tol <= 0, max_iter < 1; TypeError for non-numeric input. Returns self; a failed fit
+        leaves an earlier fit's model unchanged.
         """
         self._check_params()
         X, Z, classes, ys = _check_fit_input(X, X_star, y)
@@ -108,7 +109,9 @@ class LinearSVMPlus(_Classifier, BaseEstimator):
         zeta = np.full(n, C)  # alpha + zeta - C = 0, so w = 0 and w* = 0 at the start
         w = np.zeros(X.shape[1] + 1)
         w_star = np.zeros(Z.shape[1] + 1)
-        n_iter, violation = dcd_svmplus(as_rows(X), as_rows(Z), ys, row_norms_sq(X), row_norms_sq(Z), C, gamma,
+        sq_x, sq_z = row_norms_sq(X), row_norms_sq(Z)
+        check_finite_fit(sq_x, sq_z)  # the linear kernel's diagonal, which Algorithm 1 divides by
+        n_iter, violation = dcd_svmplus(as_rows(X), as_rows(Z), ys, sq_x, sq_z, C, gamma,
                                         alpha, zeta, w, w_star, float(self.tol), int(self.max_iter), seed)
         if violation > self.tol:
             warnings.warn(f"LinearSVMPlus: stopped after max_iter={self.max_iter} epochs with projected-gradient "
@@ -275,8 +278,9 @@ class KernelSVMPlus(_Classifier, BaseEstimator):
     def fit(self, X, X_star, y):
         """Train on X (n, d) and privileged X_star (n, d*), float arrays or scipy.sparse; y (n,) two classes.
 
-        Raises ValueError for mismatched rows, NaN/inf, a single class, C <= 0, gamma <= 0, tol <= 0, an
-        unknown kernel or a kernel width <= 0; TypeError for non-numeric input. Returns self.
+        Raises ValueError for mismatched rows, NaN/inf, kernel values that overflow (features too large), a
+        single class, C <= 0, gamma <= 0, tol <= 0, an unknown kernel or a kernel width <= 0; TypeError for
+        non-numeric input. Returns self; a failed fit leaves an earlier fit's model unchanged.
         """
         self._check_params()
         X, Z, classes, ys = _check_fit_input(X, X_star, y)
@@ -287,6 +291,7 @@ class KernelSVMPlus(_Classifier, BaseEstimator):
         Q = l2_svmplus_q(K_aug, K_star_aug, ys, float(self.C), float(self.gamma))
         res = _solve_relative(Q, float(self.tol))
         alpha = res.alpha
+        check_finite_fit(alpha, res.rho)
         sv = np.flatnonzero(alpha > 0)
         self.support_ = sv.astype(np.int64)
         Xsv = X[sv]

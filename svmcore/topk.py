@@ -7,7 +7,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from . import persistence
-from ._validation import (check_array, check_choice, check_fitted, check_labels, check_n_features,
+from ._validation import (check_array, check_choice, check_finite_fit, check_fitted, check_labels, check_n_features,
                           check_precomputed_kernel, check_random_state, check_scalar, make_rng)
 from .base import BaseEstimator, ClassifierMixin
 from .kernels import kernel_block, resolve_kernel, row_norms_sq
@@ -211,9 +211,7 @@ class TopKSVM(ClassifierMixin, BaseEstimator):
         return primal, dual, epoch
 
     def _store(self, X, classes, spec, primal, dual, epoch, W, A):
-        if not (np.isfinite([primal, dual]).all() and np.isfinite(A).all() and (W is None or np.isfinite(W).all())):
-            raise ValueError("training gave NaN or infinite values: the features (or kernel values) overflow; "
-                             "rescale them, e.g. to [0, 1]")  # before anything is stored: the earlier model stays
+        check_finite_fit(primal, dual, A, *([] if W is None else [W]))
         m = classes.size
         self.classes_ = classes
         self.n_features_in_ = int(X.shape[1])

@@ -1,5 +1,7 @@
 """SVM+ (Li et al. CVPR 2016): LinearSVMPlus (DCD on dual (8)) and KernelSVMPlus (SMO on dual (22)),
 checked against a general QP solver (cvxopt) on random and real (MNIST+) data."""
+import warnings
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -263,6 +265,17 @@ def test_bad_input(cls):
     est = cls().fit(X, X_star, y)
     with pytest.raises(ValueError, match="X has 4 features, but .* is expecting 6 features"):
         est.predict(X[:, :4])
+
+
+def test_overflowing_features_are_refused_and_the_earlier_model_kept(mnist_plus):
+    d = mnist_plus["l2"]  # unit rows: times 1e160, the squared norms (1e320) overflow
+    X, X_star, y = d["X_train"][30:70], d["Xstar_train"][30:70], mnist_plus["y_train"][30:70]  # 20 5s, 20 8s
+    for est in (LinearSVMPlus(random_state=0), KernelSVMPlus(kernel="linear"), KernelSVMPlus()):
+        before = est.fit(X, X_star, y).decision_function(X)
+        with warnings.catch_warnings(), pytest.raises(ValueError, match="overflow"):
+            warnings.simplefilter("ignore", RuntimeWarning)  # numpy's overflow notes, where they come
+            est.fit(X * 1e160, X_star, y)
+        np.testing.assert_array_equal(est.decision_function(X), before)
 
 
 def test_bad_kernel_parameters():
