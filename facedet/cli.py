@@ -328,6 +328,8 @@ def detect(
     threshold: Optional[float] = typer.Option(None, help="SVM decision value above which a window is a face "
                                                          "(default: the model's; higher: fewer, surer faces)."),
     min_size: Optional[float] = typer.Option(None, help="Smallest face side in pixels (default: the model's)."),
+    max_size: Optional[float] = typer.Option(None, help="Largest face side in pixels (default: the model's, "
+                                                        "usually the whole image; smaller: fewer scales, faster)."),
     min_neighbors: Optional[int] = typer.Option(None, help="Drop detections merged from fewer windows, >= 1 "
                                                            "(default: the model's)."),
     scale_factor: Optional[float] = typer.Option(None, help="Pyramid step >= 1.01 (default: the model's; smaller: "
@@ -349,8 +351,9 @@ def detect(
               if not (path.is_dir() and skip is not None and skip in p.resolve().parents)]
     if not images:
         _usage("no image files in the given folders")
-    overrides = {k: v for k, v in (("threshold", threshold), ("min_size", min_size), ("min_neighbors", min_neighbors),
-                                   ("scale_factor", scale_factor), ("stride", stride)) if v is not None}
+    overrides = {k: v for k, v in (("threshold", threshold), ("min_size", min_size), ("max_size", max_size),
+                                   ("min_neighbors", min_neighbors), ("scale_factor", scale_factor),
+                                   ("stride", stride)) if v is not None}
     if refine is not None:
         overrides["refine"] = _refine(refine)
     if overrides:

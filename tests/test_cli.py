@@ -57,7 +57,12 @@ def test_detect_scan_overrides(astro):
     assert r.exit_code == 0, r.output
     coarse = json.loads(r.stdout)[0]["faces"]
     assert len(fine) == 1 and coarse and max(f["score"] for f in coarse) <= fine[0]["score"] + 1e-6
-    for bad in (["--stride", "0"], ["--scale-factor", "1"], ["--refine", "maybe"], ["--threads", "0"]):
+    # the face box is 115 px: a size range that excludes it finds nothing, one that includes it the same box
+    for max_size, expect in ((100, []), (200, fine)):
+        r = runner.invoke(app, ["detect", str(astro), "--json", "--max-size", str(max_size)])
+        assert r.exit_code == 0 and json.loads(r.stdout)[0]["faces"] == expect, r.output
+    for bad in (["--stride", "0"], ["--scale-factor", "1"], ["--refine", "maybe"], ["--threads", "0"],
+                ["--max-size", "10"]):
         r = runner.invoke(app, ["detect", str(astro), *bad])
         assert r.exit_code == 2 and "error" in r.output.lower()
     r = runner.invoke(app, ["detect", str(astro), "--json", "--threads", "1"])
