@@ -30,6 +30,8 @@ a table beyond ``TABLE_MAX_BYTES`` is not built, and the same interpolation is c
 """
 from __future__ import annotations
 
+import warnings
+
 import numba as nb
 import numpy as np
 import scipy.sparse as sp
@@ -566,7 +568,8 @@ class PmSVM(ClassifierMixin, BaseEstimator):
         the current lut_bins: set after fit, it changes the scoring resolution, not the trained weights.
     tol : float > 0; DCD stops when the projected-gradient spread max PG - min PG <= tol (LIBLINEAR's
         criterion, 0.1 there); SGD stops when an epoch changes w by less than tol relative to |w|.
-    max_iter : int >= 1, maximum number of epochs (passes over the data) per binary problem.
+    max_iter : int >= 1, maximum number of epochs (passes over the data) per binary problem; a fit in which any
+        binary problem reaches it warns once (RuntimeWarning, with their count).
     random_state : None, int >= 0, numpy Generator or RandomState; seeds the order of coordinates / samples.
     solver : "dcd" (Algorithm 3, dual coordinate descent) or "sgd" (Algorithm 4, stochastic gradient
         descent with step 1/(lambda t), lambda = 1/(C n)).
@@ -675,7 +678,8 @@ class PmSVM(ClassifierMixin, BaseEstimator):
         box constraint in the dual) in every binary problem it belongs to; rows of weight 0 are left out.
         Raises ValueError for negative features, NaN/inf, all-zero X, a single class (also among the rows
         of positive weight), wrong shapes or bad hyperparameters (p > 0, C <= 0, ...); TypeError for
-        non-numeric input. A failed fit leaves an earlier fit's model unchanged.
+        non-numeric input. A failed fit leaves an earlier fit's model unchanged. Warns (RuntimeWarning) once if
+        binary problems stop at max_iter epochs, saying how many.
         """
         anchors = self._check_params()
         X = self._check_X(X)
@@ -737,6 +741,10 @@ class PmSVM(ClassifierMixin, BaseEstimator):
             self.n_passes_ = n_iter.astype(np.float64)  # every SGD epoch visits every sample
             if hasattr(self, "alpha_"):
                 del self.alpha_  # from an earlier dual fit
+        stopped = int(np.count_nonzero(n_iter >= self.max_iter))
+        if stopped:  # one warning for all the binary problems, as LIBLINEAR's "reaching max number of iterations"
+            warnings.warn(f"PmSVM: {stopped} of {n_models} binary problems stopped at max_iter={self.max_iter} epochs "
+                          f"before converging to tol={self.tol}; increase max_iter", RuntimeWarning, stacklevel=2)
         self.classes_ = classes
         self.x_max_ = x_max
         self.coef_ = W

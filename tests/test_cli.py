@@ -160,6 +160,7 @@ def test_detect_handles_image_kinds_and_rejects_bomb(astro, tmp_path):
     assert all(len(x["faces"]) == 1 for x in res)
 
 
+@pytest.mark.filterwarnings("ignore:PmSVM. .* stopped at max_iter:RuntimeWarning")  # 100 epochs on the small set
 def test_train_pmsvm_hog(small_npz, data_dir, tmp_path, astro):
     from facedet import Detector
     out = tmp_path / "pm.npz"

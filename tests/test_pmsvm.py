@@ -1,5 +1,7 @@
 """PmSVM (Wu, TNNLS 2015): kernels, the Eq. (40) approximation, the solvers against independent references,
 lookup-table scoring, persistence and input errors. Real data subsets (USPS, pendigits, CBCL HOG)."""
+import warnings
+
 import cv2
 import h5py
 import numpy as np
@@ -12,6 +14,10 @@ import svmcore
 from svmcore import SVC
 from svmcore.pmsvm import (PmSVM, approx_kernel, approximation_error, explanatory_variables, lut_decision,
                            pmsvm_anchors, power_mean, power_mean_kernel)
+
+# many of these real-data fits use up the default 100 epochs (docs/pmsvm.md: 14-100), or are capped on purpose;
+# test_warns_once_per_fit_at_max_iter checks the warning
+pytestmark = pytest.mark.filterwarnings("ignore:PmSVM. .* stopped at max_iter:RuntimeWarning")
 
 
 @pytest.fixture(scope="module")
@@ -202,6 +208,19 @@ def test_class_weight_balanced_and_zero_weights(pendigits):
         plain = PmSVM(C=0.01, random_state=0, **kw).fit(X, yb).predict(Xt)
         heavy = PmSVM(C=0.01, random_state=0, class_weight={True: 10.0}, **kw).fit(X, yb).predict(Xt)
         assert np.mean(heavy[yt == 4]) > np.mean(plain[yt == 4]) and heavy.sum() > plain.sum(), kw
+
+def test_warns_once_per_fit_at_max_iter(pendigits):
+    X, y = pendigits[0][:600], pendigits[1][:600]
+    with pytest.warns(RuntimeWarning, match=r"PmSVM: \d+ of 10 binary problems stopped at max_iter=100") as record:
+        m = PmSVM(random_state=0).fit(X, y)
+    stopped = int((m.n_iter_ == 100).sum())
+    assert 0 < stopped < 10  # some binary problems converge, the others reach max_iter: one warning counts them
+    messages = [str(w.message) for w in record if "max_iter" in str(w.message)]
+    assert len(messages) == 1 and messages[0].startswith(f"PmSVM: {stopped} of 10 ")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert PmSVM(C=0.1, random_state=0).fit(X, y).n_iter_.max() < 100  # all converge: no warning
+
 
 def test_shrinking_stops_at_kkt_on_all_samples(usps):
     # Shrinking (LIBLINEAR's PGmax_old / PGmin_old rule) drops bounded variables from the epochs; the solver may
