@@ -8,7 +8,8 @@ import numbers
 import numpy as np
 
 from . import persistence
-from ._validation import class_sample_weight, class_weight_from_json, class_weight_to_json
+from ._validation import (check_fitted, check_sample_weight, class_sample_weight, class_weight_from_json,
+                          class_weight_to_json)
 
 
 class BaseEstimator:
@@ -87,8 +88,7 @@ class BaseEstimator:
         return params, meta, arrays
 
     def _state(self):
-        if not hasattr(self, self._state_arrays[0]):
-            raise ValueError(f"this {type(self).__name__} is not fitted yet; nothing to save")
+        check_fitted(self, self._state_arrays[0])
         params = {k: self._param(k) for k, v in self.get_params().items() if not callable(v)}
         for k, v in params.items():
             if isinstance(v, np.generic):
@@ -163,7 +163,7 @@ class BaseEstimator:
         """Save the fitted model to ``path`` (.npz arrays + JSON header, written atomically); returns the
         path as a ``pathlib.Path``.
 
-        Raises ValueError if the model is not fitted, TypeError if a hyperparameter cannot be stored in
+        Raises :class:`svmcore.NotFittedError` (a ValueError) if the model is not fitted, TypeError if a hyperparameter cannot be stored in
         JSON, OSError if the folder is not writable (an existing file at ``path`` is then left intact).
         """
         return persistence.save(self, path)
@@ -174,13 +174,14 @@ class ClassifierMixin:
 
     _estimator_type = "classifier"
 
-    def score(self, X, y):
-        """Mean accuracy of ``predict(X)`` against labels y (n,) (or (n, 1), as fit takes); a float in [0, 1].
-        ValueError if y does not hold one label per row of X."""
+    def score(self, X, y, sample_weight=None):
+        """Mean accuracy of ``predict(X)`` against labels y (n,) (or (n, 1), as fit takes); a float in [0, 1],
+        weighted by sample_weight (n,) >= 0 if given (scikit-learn's signature). ValueError if y does not hold
+        one label per row of X, or as fit for sample_weight (wrong length, negative, all zero)."""
         pred = self.predict(X)
         y = np.asarray(y)
         if y.ndim == 2 and y.shape[1] == 1:
             y = y[:, 0]
         if y.shape != pred.shape:
             raise ValueError(f"y: expected {pred.shape[0]} labels, one per row of X, got shape {y.shape}")
-        return float(np.mean(pred == y))
+        return float(np.average(pred == y, weights=check_sample_weight(sample_weight, len(y))))

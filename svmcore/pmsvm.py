@@ -609,7 +609,9 @@ class PmSVM(ClassifierMixin, BaseEstimator):
 
     @property
     def n_features_in_(self):
-        """Number of features seen in fit (from ``coef_``)."""
+        """Number of features seen in fit (from ``coef_``). Raises :class:`svmcore.NotFittedError` (also an
+        AttributeError: ``hasattr`` is False, as scikit-learn expects) before fit."""
+        check_fitted(self, "coef_")
         return self.coef_.shape[1]
 
     def __init__(self, C=1.0, p=-1.0, n_anchors=3, lut_bins=1000, tol=0.1, max_iter=100, random_state=None,

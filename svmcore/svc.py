@@ -430,7 +430,9 @@ class OneClassSVM(_KernelSVM):
 
     @property
     def offset_(self):
-        """rho (float): decision_function = score_samples - offset_."""
+        """rho (float): decision_function = score_samples - offset_. Raises :class:`svmcore.NotFittedError` (also
+        an AttributeError: ``hasattr`` is False) before fit."""
+        check_fitted(self, "intercept_")
         return -self.intercept_[0]
 
     def score_samples(self, X):

@@ -61,11 +61,18 @@ def test_precomputed_kernels_are_sliced_as_kernels(patches):
 
 
 @pytest.mark.parametrize("make", CLASSIFIERS + [lambda: svmcore.OneClassSVM(nu=0.2)])
-def test_not_fitted_error(make, patches):
+def test_not_fitted_error(make, patches, tmp_path):
     for method in ("predict", "decision_function", "predict_proba"):
         if hasattr(make(), method):
             with pytest.raises(svmcore.NotFittedError, match="not fitted"):
                 getattr(make(), method)(patches[0])
+    with pytest.raises(svmcore.NotFittedError, match="not fitted"):
+        make().save(tmp_path / "m.npz")
+    assert not hasattr(make(), "n_features_in_") and not hasattr(make(), "offset_")  # as scikit-learn expects
+    for name in ("n_features_in_", "offset_"):  # learned values computed by properties
+        if isinstance(getattr(type(make()), name, None), property):
+            with pytest.raises(svmcore.NotFittedError, match="not fitted"):
+                getattr(make(), name)
     assert issubclass(svmcore.NotFittedError, ValueError) and issubclass(svmcore.NotFittedError, AttributeError)
 
 
@@ -92,13 +99,18 @@ def test_set_params_after_fit_takes_effect_at_the_next_fit(make, change, patches
         assert not np.allclose(m.decision_function(X), before)
 
 
-def test_score_needs_one_label_per_row(patches):
+def test_score_needs_one_label_per_row_and_takes_sample_weight(patches):
     X, y = patches
     m = svmcore.SVC(kernel="poly", degree=2, gamma=1 / 361, coef0=1.0).fit(X, y[:, None])  # (n, 1) as fit takes it
     assert m.score(X, y[:, None]) == m.score(X, y) > 0.8
     for bad in (y[:1], y[:-1], np.c_[y, y]):  # broadcasting would give a number: refuse
         with pytest.raises(ValueError, match="one per row"):
             m.score(X, bad)
+    w = np.linspace(0.1, 1.0, len(y))  # scikit-learn's score(X, y, sample_weight), as model selection passes it
+    assert m.score(X, y, sample_weight=w) == pytest.approx(np.average(m.predict(X) == y, weights=w))
+    assert m.score(X, y, sample_weight=m.predict(X) == y) == 1.0 and m.score(X, y, sample_weight=None) == m.score(X, y)
+    with pytest.raises(ValueError, match="sample_weight"):
+        m.score(X, y, sample_weight=w[:-1])
 
 
 def test_kernel_parameters_of_other_kernels_are_ignored(patches):
