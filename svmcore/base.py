@@ -115,6 +115,9 @@ class BaseEstimator:
         missing = set(cls._param_names()) - set(params) - {"callback"}  # callables are never saved
         if missing:  # a default would silently change the model (another kernel, degree, ...)
             raise ValueError(f"missing parameters {sorted(missing)}")
+        for kind, given, known in (("arrays", arrays, cls._state_arrays), ("values", meta, cls._state_meta)):
+            if set(given) - set(known):  # not part of this model: a foreign or edited file
+                raise ValueError(f"unknown {kind} {sorted(set(given) - set(known))}")
         est = cls(**params)
         for k in cls._state_arrays:
             if k not in arrays:

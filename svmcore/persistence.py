@@ -106,7 +106,7 @@ def read_archive(path, expected_format: str) -> tuple[dict, dict]:
     if not isinstance(header, dict) or header.get("format") != expected_format:
         raise ValueError(f"{path}: not a {expected_format} file (format={header.get('format') if isinstance(header, dict) else None!r})")
     version = header.get("format_version")
-    if not isinstance(version, int) or version > FORMAT_VERSION or version < 1:
+    if isinstance(version, bool) or not isinstance(version, int) or version > FORMAT_VERSION or version < 1:
         raise ValueError(f"{path}: unsupported format version {version!r} (this version reads {FORMAT_VERSION})")
     return header, arrays
 
@@ -123,8 +123,8 @@ def load(path):
     """Load an estimator saved by ``estimator.save(path)``.
 
     Raises FileNotFoundError for a missing file and ValueError for a corrupt, foreign or inconsistent
-    file (not an .npz, unknown class, missing parameters, missing, mis-typed or mis-shaped arrays,
-    invalid hyperparameters or learned values). Never unpickles.
+    file (not an .npz, unknown class, missing or unknown parameters, arrays or values, mis-typed or
+    mis-shaped arrays, invalid hyperparameters or learned values). Never unpickles.
     """
     header, arrays = read_archive(path, "svmcore-model")
     name = header.get("class")

@@ -44,8 +44,9 @@ class _KernelSVM(BaseEstimator):
             check_scalar(self.working_set_size, "working_set_size", lo=2, integer=True)
         if self.max_iter is not None:
             check_scalar(self.max_iter, "max_iter", lo=1, integer=True)
-        if not isinstance(self.shrinking, (bool, np.bool_)):
-            raise TypeError(f"shrinking: expected a bool, got {self.shrinking!r}")
+        for name in ("shrinking", "verbose"):
+            if not isinstance(getattr(self, name), (bool, np.bool_)):
+                raise TypeError(f"{name}: expected a bool, got {getattr(self, name)!r}")
         if self.callback is not None and not callable(self.callback):
             raise TypeError("callback: expected a callable taking one dict")
 
@@ -201,7 +202,7 @@ class SVC(ClassifierMixin, _KernelSVM):
     Parameters: C > 0; kernel "linear" | "poly" | "rbf" | "precomputed"; degree (poly); gamma "scale" |
     "auto" | float > 0 (as in scikit-learn); coef0; tol (KKT violation, LIBSVM's eps); cache_size in MB
     for kernel columns; working_set_size q >= 2 (None: 64); shrinking; max_iter (iterations, None:
-    until converged); verbose; callback(info dict) about every 1000 iterations (progress bars; with
+    until converged); verbose (bool); callback(info dict) about every 1000 iterations (progress bars; with
     probability=True it also reports the cross-validation fits); class_weight None | "balanced" | dict
     {label: weight >= 0} (scikit-learn's meaning: w_i = class_weight[y_i] * sample_weight[i]; "balanced" =
     n / (n_classes * bincount(y)) over all training rows, also for the one-vs-one pairs; labels missing
@@ -382,7 +383,7 @@ class SVC(ClassifierMixin, _KernelSVM):
 
     @classmethod
     def _from_state(cls, params, meta, arrays):
-        est = super()._from_state(params, meta, arrays)
+        est = super()._from_state(params, meta, {k: v for k, v in arrays.items() if k not in cls._prob_arrays})
         if est.probability:
             for k in cls._prob_arrays:
                 if k not in arrays:

@@ -216,6 +216,11 @@ def test_failed_pmsvm_refit_keeps_the_old_model(patches):
     (lambda h, a: a.update(classes_=a["classes_"][None, :]), "classes_ must"),
     (lambda h, a: a.update(classes_=a["classes_"][[0, 0]]), "distinct labels"),
     (lambda h, a: h["meta"].update(n_features_in_=1e9), "n_features_in_ must be a count"),
+    (lambda h, a: h.update(format_version=True), "unsupported format version True"),  # a JSON bool is no version
+    (lambda h, a: a.update(not_a_field_=np.arange(5)), r"unknown arrays \['not_a_field_'\]"),
+    (lambda h, a: h["meta"].update(extra_=1.0), r"unknown values \['extra_'\]"),
+    (lambda h, a: a.update(probA_=np.zeros(1), probB_=np.zeros(1)), "probA_/probB_ are stored, but probability=False"),
+    (lambda h, a: h["params"].update(verbose={"any": "json"}), "verbose: expected a bool"),
 ])
 def test_load_refuses_invalid_state(edit, match, patches, tmp_path, rewrite_model):
     X, y = patches
