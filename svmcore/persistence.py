@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import stat
 import tempfile
 import zipfile
 from pathlib import Path
@@ -31,7 +32,8 @@ def atomic_write(path):
     """Context manager yielding a binary file whose content replaces ``path`` only on success.
 
     Writes to a temporary file in the target's folder, fsyncs, then ``os.replace`` (atomic on POSIX and
-    Windows); on any exception the temporary file is removed and ``path`` is left untouched.
+    Windows); on any exception the temporary file is removed and ``path`` is left untouched. The file gets
+    the permission bits of the file it replaces, or 0666 & ~umask if new.
     """
     path = Path(os.path.realpath(path))  # through a symlink: replace its target, keep the link
     if not path.parent.is_dir():  # name the user's folder, not the temporary file mkstemp would report
@@ -42,7 +44,9 @@ def atomic_write(path):
     umask = os.umask(0)
     os.umask(umask)
     try:
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp's 0600 would make the file private to its writer
+        # mkstemp's 0600 would make a new file private to its writer; a replaced one keeps its mode (a private
+        # model stays private)
+        os.chmod(tmp, stat.S_IMODE(path.stat().st_mode) if path.exists() else 0o666 & ~umask)
         with os.fdopen(fd, "wb") as f:
             yield f
             f.flush()

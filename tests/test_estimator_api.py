@@ -4,6 +4,8 @@ learned values are missing or invalid instead of silently building another model
 patches (pixels in [0, 1], nonnegative, so PmSVM takes them too)."""
 
 
+import os
+import stat
 import warnings
 
 import numpy as np
@@ -257,6 +259,18 @@ def test_load_refuses_npy_and_saves_through_symlinks(patches, tmp_path):
     svmcore.SVC(kernel="linear", C=0.01).fit(X, y).save(tmp_path / "link.npz")
     assert (tmp_path / "link.npz").is_symlink()
     assert svmcore.load(target).C == 0.01
+
+
+def test_saving_over_a_file_keeps_its_permissions(patches, tmp_path):
+    X, y = patches
+    m = svmcore.SVC(kernel="linear").fit(X, y)
+    path = m.save(tmp_path / "m.npz")
+    umask = os.umask(0)
+    os.umask(umask)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o666 & ~umask  # a new file: the usual mode
+    path.chmod(0o600)
+    m.save(path)  # replaced by a new file: a private model stays private
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
 
 
 # scikit-learn's own estimator checks; the few expected failures are deliberate
