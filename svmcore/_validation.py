@@ -126,11 +126,14 @@ def check_sample_weight(sample_weight, n_samples):
 
 
 def check_scalar(value, name, *, lo=None, hi=None, lo_open=False, hi_open=False, integer=False):
-    """Return ``value`` after checking it is a real (or integer) number within the given bounds."""
+    """Return ``value`` as a Python int (integers) or float (other reals) after checking it is a real (or
+    integer) number within the given bounds; numpy scalars of any dtype and other number types (Fraction)
+    reach the solvers, numba's included, as plain numbers."""
     kind = numbers.Integral if integer else numbers.Real
     if isinstance(value, bool) or not isinstance(value, kind):
         raise TypeError(f"{name}: expected {'an integer' if integer else 'a real number'}, got {value!r}")
-    if not isinstance(value, numbers.Integral) and not np.isfinite(value):  # (ints are; np.isfinite refuses 2**64)
+    value = int(value) if isinstance(value, numbers.Integral) else float(value)
+    if isinstance(value, float) and not np.isfinite(value):  # (ints are; np.isfinite refuses 2**64)
         raise ValueError(f"{name}: must be finite, got {value!r}")
     if lo is not None and (value <= lo if lo_open else value < lo):
         raise ValueError(f"{name}: must be {'>' if lo_open else '>='} {lo}, got {value!r}")

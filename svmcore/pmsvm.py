@@ -30,6 +30,7 @@ a table beyond ``TABLE_MAX_BYTES`` is not built, and the same interpolation is c
 """
 from __future__ import annotations
 
+import numbers
 import warnings
 
 import numba as nb
@@ -58,7 +59,7 @@ def check_p(p):
     a positive definite kernel, e.g. p = 1 gives (a + b)/2, and M_p(a, 0) would not vanish), and for
     -1e-9 < p < 0, where x^p rounds to 1 and M_p would come out as the minimum instead of near M_0.
     """
-    if isinstance(p, bool) or not isinstance(p, (int, float, np.integer, np.floating)):
+    if isinstance(p, bool) or not isinstance(p, numbers.Real):
         raise TypeError(f"p: expected a real number, got {p!r}")
     p = float(p)
     if np.isnan(p):
@@ -726,7 +727,7 @@ class PmSVM(ClassifierMixin, BaseEstimator):
         bias = np.zeros(n_models)
         n_iter = np.zeros(n_models, dtype=np.int64)
         if self.solver == "dcd":
-            C_i = self.C * row_weight
+            C_i = float(self.C) * row_weight  # (a Fraction would make an object array)
             with np.errstate(divide="ignore"):  # rows of weight 0 take no step (Y = 0)
                 upper, diag = ((C_i, np.zeros(n)) if self.loss == "hinge" else
                                (np.full(n, np.inf), np.where(C_i > 0, 0.5 / C_i, 0.0)))
@@ -774,7 +775,8 @@ class PmSVM(ClassifierMixin, BaseEstimator):
         stale table."""
         m, d, n_basis = self.coef_.shape
         if lut_bins is not None:  # it may have been set after fit
-            check_scalar(lut_bins, "lut_bins", lo=2, hi=2 ** 20, integer=True)
+            # a Python int: as an int16, m * d * lut_bins below would overflow
+            lut_bins = check_scalar(lut_bins, "lut_bins", lo=2, hi=2 ** 20, integer=True)
         cache = self.__dict__.setdefault("_cache", {})  # made by fit or load; a model assembled by hand gets one here
         if lut_bins is None or m * d * lut_bins * 8 > TABLE_MAX_BYTES:
             cache.pop("table", None)

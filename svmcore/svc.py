@@ -38,17 +38,20 @@ class _KernelSVM(BaseEstimator):
             check_scalar(self.coef0, "coef0")
         if self.kernel in ("poly", "rbf") and self.gamma not in ("scale", "auto"):
             check_scalar(self.gamma, "gamma", lo=0, lo_open=True)
-        check_scalar(self.tol, "tol", lo=0, lo_open=True)
-        check_scalar(self.cache_size, "cache_size", lo=0, lo_open=True)
-        if self.working_set_size is not None:
-            check_scalar(self.working_set_size, "working_set_size", lo=2, integer=True)
-        if self.max_iter is not None:
-            check_scalar(self.max_iter, "max_iter", lo=1, integer=True)
+        self._solver_settings()
         for name in ("shrinking", "verbose"):
             if not isinstance(getattr(self, name), (bool, np.bool_)):
                 raise TypeError(f"{name}: expected a bool, got {getattr(self, name)!r}")
         if self.callback is not None and not callable(self.callback):
             raise TypeError("callback: expected a callable taking one dict")
+
+    def _solver_settings(self):
+        """tol, cache_size, working_set_size and max_iter for :func:`svmcore.smo.solve`: checked, plain numbers."""
+        q, max_iter = self.working_set_size, self.max_iter
+        return {"tol": check_scalar(self.tol, "tol", lo=0, lo_open=True),
+                "cache_size": check_scalar(self.cache_size, "cache_size", lo=0, lo_open=True),
+                "working_set_size": None if q is None else check_scalar(q, "working_set_size", lo=2, integer=True),
+                "max_iter": None if max_iter is None else check_scalar(max_iter, "max_iter", lo=1, integer=True)}
 
     @property
     def _sparse_input(self):
@@ -72,9 +75,8 @@ class _KernelSVM(BaseEstimator):
         return KernelQ(X, spec, y)
 
     def _run(self, Q, p, y, C, alpha0):
-        return solve(Q, p, y, C, alpha0, tol=self.tol, working_set_size=self.working_set_size,
-                     cache_size=self.cache_size, shrinking=bool(self.shrinking), max_iter=self.max_iter, callback=self.callback,
-                     verbose=self.verbose)
+        return solve(Q, p, y, C, alpha0, **self._solver_settings(), shrinking=bool(self.shrinking),
+                     callback=self.callback, verbose=self.verbose)
 
     def _fit_binary(self, X, spec, rows, ys, C):
         """Solve the C-SVC dual on the training rows ``rows`` (sorted int indices into X) with labels ys (+-1)
@@ -237,12 +239,14 @@ class SVC(ClassifierMixin, _KernelSVM):
         self.set_params(**{k: v for k, v in locals().items() if k != "self"})
 
     def _check_params(self):
-        check_scalar(self.C, "C", lo=0, lo_open=True)
+        """Check the hyperparameters; return C as a float."""
+        C = check_scalar(self.C, "C", lo=0, lo_open=True)
         super()._check_params()
         check_class_weight(self.class_weight)
         if not isinstance(self.probability, (bool, np.bool_)):
             raise TypeError(f"probability: expected a bool, got {self.probability!r}")
         check_random_state(self.random_state)
+        return C
 
     def fit(self, X, y, sample_weight=None):
         """Train and return self.
@@ -256,7 +260,7 @@ class SVC(ClassifierMixin, _KernelSVM):
         pair of classes), class_weight labels that are not classes and bad hyperparameters; TypeError for
         non-numeric input.
         """
-        self._check_params()
+        C_value = self._check_params()
         X, spec = self._prepare(X)
         classes, yi = check_labels(y, X.shape[0])
         w = row_weights(sample_weight, self.class_weight, classes, yi)  # checked before any pair is trained
@@ -267,7 +271,7 @@ class SVC(ClassifierMixin, _KernelSVM):
         for m, (a, b) in enumerate(pairs):
             rows = np.flatnonzero((yi == a) | (yi == b))
             ys = np.where(yi[rows] == b, 1.0, -1.0)
-            C = self.C * w[rows]
+            C = C_value * w[rows]
             if self.probability:
                 prob_a[m], prob_b[m] = fit_sigmoid(*self._cross_val_decision(X, spec, rows, ys, C, rng))
             res = self._fit_binary(X, spec, rows, ys, C)
@@ -412,18 +416,20 @@ class OneClassSVM(_KernelSVM):
         self.set_params(**{k: v for k, v in locals().items() if k != "self"})
 
     def _check_params(self):
-        check_scalar(self.nu, "nu", lo=0, hi=1, lo_open=True)
+        """Check the hyperparameters; return nu as a float."""
+        nu = check_scalar(self.nu, "nu", lo=0, hi=1, lo_open=True)
         super()._check_params()
+        return nu
 
     def fit(self, X, y=None, sample_weight=None):
         """Train and return self. X: (n, d) float array or CSR, n >= 2 (or an (n, n) precomputed kernel);
         y is ignored; sample_weight: (n,) >= 0 (None: ones), the per-row upper bounds of alpha, with
         sum(alpha) = nu * sum(sample_weight). Raises ValueError / TypeError as :meth:`SVC.fit`."""
-        self._check_params()
+        nu = self._check_params()
         X, spec = self._prepare(X, min_rows=2)
         n = X.shape[0]
         w = check_sample_weight(sample_weight, n)
-        alpha0 = initial_one_class_alpha(self.nu * w.sum(), w)
+        alpha0 = initial_one_class_alpha(nu * w.sum(), w)
         res = self._run(self._make_q(X, spec, None), np.zeros(n), np.ones(n), w, alpha0)
         self._store(X, spec, [res], res.alpha[None, :], [-res.rho])
         self._freeze()

@@ -4,9 +4,11 @@ learned values are missing or invalid instead of silently building another model
 patches (pixels in [0, 1], nonnegative, so PmSVM takes them too)."""
 
 
+import numbers
 import os
 import stat
 import warnings
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -113,6 +115,19 @@ def test_score_needs_one_label_per_row_and_takes_sample_weight(patches):
     assert m.score(X, y, sample_weight=m.predict(X) == y) == 1.0 and m.score(X, y, sample_weight=None) == m.score(X, y)
     with pytest.raises(ValueError, match="sample_weight"):
         m.score(X, y, sample_weight=w[:-1])
+
+
+@PMSVM_AT_MAX_ITER
+def test_numbers_of_any_type_reach_the_solvers_as_plain_numbers(patches):
+    X, y = patches  # numpy scalars of any dtype and other numbers (Fraction): numba's solvers take int and float
+    for make, odd in ((svmcore.SVC, dict(C=Fraction(1, 2), tol=np.float16(1e-3), cache_size=np.float32(50),
+                                         working_set_size=np.int8(16), max_iter=np.uint16(60000))),
+                      (svmcore.OneClassSVM, dict(nu=Fraction(1, 5), tol=np.float16(1e-3))),
+                      (svmcore.PmSVM, dict(C=Fraction(1, 2), lut_bins=np.int16(1000), max_iter=np.int8(100),
+                                           random_state=0))):
+        plain = {k: int(v) if isinstance(v, numbers.Integral) else float(v) for k, v in odd.items()}
+        np.testing.assert_array_equal(make(**odd).fit(X, y).decision_function(X),
+                                      make(**plain).fit(X, y).decision_function(X))
 
 
 def test_kernel_parameters_of_other_kernels_are_ignored(patches):
