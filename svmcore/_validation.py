@@ -71,9 +71,12 @@ def check_precomputed_kernel(K, name="X"):
                          f"max |K - K^T| = {asym:.3g}")
 
 
-def check_n_features(X, n_features, name="X", owner=None):
-    """Raise ValueError unless ``X`` has ``n_features`` columns (the number seen in fit by ``owner``)."""
+def check_n_features(X, n_features, name="X", owner=None, other=None):
+    """Raise ValueError unless ``X`` has ``n_features`` columns: the number seen in fit by ``owner``, or the
+    number of columns of the array named ``other`` (the other argument of a kernel function, no model)."""
     if X.shape[1] != n_features:
+        if other is not None:
+            raise ValueError(f"{name} has {X.shape[1]} features, but {other} has {n_features}; they need the same")
         who = type(owner).__name__ if owner is not None else "the model"
         raise ValueError(f"{name} has {X.shape[1]} features, but {who} is expecting {n_features} features as input")
 
@@ -99,8 +102,10 @@ def check_labels(y, n_samples, *, name="y", min_classes=2, max_classes=None):
     if y.dtype.kind == "f" and not np.array_equal(y, np.rint(y)):  # a regression target, not classes
         raise ValueError(f"{name}: Unknown label type: continuous (non-integer float labels); pass class labels")
     if y.dtype == object:  # pandas / CSV string columns arrive as object arrays of str
-        if not all(isinstance(v, str) for v in y):
-            raise ValueError(f"{name}: Unknown label type: labels must be numbers or strings, got objects")
+        other = next((v for v in y if not isinstance(v, str)), None)
+        if other is not None:
+            raise ValueError(f"{name}: Unknown label type: an object array of labels may hold only strings, found "
+                             f"{other!r} ({type(other).__name__}); pass numbers as a numeric array")
         y = y.astype(str)
     classes, y_index = np.unique(y, return_inverse=True)
     if classes.size < min_classes:

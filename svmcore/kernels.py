@@ -6,6 +6,7 @@ kernel columns are computed together (the decomposition solver asks for q column
 """
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass
 
 import numba as nb
@@ -29,15 +30,28 @@ class KernelSpec:
     coef0: float = 0.0
 
 
+def check_gamma(gamma, name="gamma"):
+    """Return a kernel width: "scale", "auto" or a real number > 0 (as a float). ValueError for another string
+    or a number <= 0, TypeError for another kind of object; both name the allowed values."""
+    if isinstance(gamma, str) and gamma in ("scale", "auto"):
+        return gamma
+    if isinstance(gamma, (str, bool)) or not isinstance(gamma, numbers.Real):
+        raise (ValueError if isinstance(gamma, str) else TypeError)(
+            f"{name}: expected 'scale', 'auto' or a number > 0, got {gamma!r}")
+    return check_scalar(gamma, name, lo=0, lo_open=True)
+
+
 def resolve_kernel(kernel, X, gamma, degree, coef0) -> KernelSpec:
     """Check kernel hyperparameters and resolve ``gamma`` ("scale": 1/(d Var X), "auto": 1/d, or > 0).
 
-    Raises ValueError for an unknown kernel, gamma <= 0, or degree < 1; TypeError for a non-number.
+    Raises ValueError for an unknown kernel, gamma <= 0 or another string, or degree < 1; TypeError for a
+    non-number.
     """
     check_choice(kernel, "kernel", KERNELS)
     if kernel in ("linear", "precomputed"):
         return KernelSpec(kernel)
     d = X.shape[1]
+    gamma = check_gamma(gamma)
     if gamma == "scale":
         if sp.issparse(X):
             var = X.multiply(X).mean() - X.mean() ** 2
@@ -50,7 +64,7 @@ def resolve_kernel(kernel, X, gamma, degree, coef0) -> KernelSpec:
     elif gamma == "auto":
         g = 1.0 / d
     else:
-        g = float(check_scalar(gamma, "gamma", lo=0, lo_open=True))
+        g = gamma
     if kernel == "poly":
         check_scalar(degree, "degree", lo=1, integer=True)
         check_scalar(coef0, "coef0")

@@ -154,7 +154,7 @@ def power_mean_kernel(X, Y=None, p=-1.0):
     Y = X if Y is None else check_array(Y, "Y", allow_sparse=True)
     check_nonnegative(X, "X")
     check_nonnegative(Y, "Y")
-    check_n_features(Y, X.shape[1], "Y")
+    check_n_features(Y, X.shape[1], "Y", other="X")
     if sp.issparse(X) or sp.issparse(Y):
         X, Y = sp.csr_matrix(X, dtype=np.float64), sp.csc_matrix(Y, dtype=np.float64)
         if p == 0:
@@ -223,7 +223,7 @@ def approx_kernel(Q, X, p=-1.0, n_anchors=3, x_max=1.0):
     X = check_array(X, "X", allow_sparse=True)
     check_nonnegative(Q, "Q")
     check_nonnegative(X, "X")
-    check_n_features(X, Q.shape[1], "X")
+    check_n_features(X, Q.shape[1], "X", other="Q")
     Q = Q.toarray() if sp.issparse(Q) else Q
     X = X.toarray() if sp.issparse(X) else X
     e = explanatory_variables(Q / x_max, len(anchors))  # (n_q, d, B)

@@ -16,7 +16,7 @@ from ._validation import (NotFittedError, check_array, check_choice, check_class
                           check_labels, check_n_features, check_precomputed_kernel, check_random_state,
                           check_sample_weight, check_scalar, make_rng, row_weights)
 from .base import BaseEstimator, ClassifierMixin
-from .kernels import KernelSpec, kernel_block, resolve_kernel
+from .kernels import KernelSpec, check_gamma, kernel_block, resolve_kernel
 from .multiclass import ovo_pairs, ovo_votes
 from .probability import MIN_PROB, fit_sigmoid, pairwise_coupling, sigmoid_predict
 from .qmatrix import KernelQ, PrecomputedQ
@@ -36,8 +36,8 @@ class _KernelSVM(BaseEstimator):
         if self.kernel == "poly":
             check_scalar(self.degree, "degree", lo=1, integer=True)
             check_scalar(self.coef0, "coef0")
-        if self.kernel in ("poly", "rbf") and self.gamma not in ("scale", "auto"):
-            check_scalar(self.gamma, "gamma", lo=0, lo_open=True)
+        if self.kernel in ("poly", "rbf"):
+            check_gamma(self.gamma)
         self._solver_settings()
         for name in ("shrinking", "verbose"):
             if not isinstance(getattr(self, name), (bool, np.bool_)):

@@ -24,7 +24,7 @@ from ._validation import (check_array, check_choice, check_finite_fit, check_fit
                           check_n_features, check_random_state, check_scalar, make_rng)
 from .base import BaseEstimator, ClassifierMixin
 from .dcd import as_rows, dcd_svmplus
-from .kernels import KernelSpec, kernel_block, resolve_kernel, row_norms_sq
+from .kernels import KernelSpec, check_gamma, kernel_block, resolve_kernel, row_norms_sq
 
 
 def _check_fit_input(X, X_star, y):
@@ -260,10 +260,8 @@ class KernelSVMPlus(_Classifier, BaseEstimator):
         for name in ("kernel", "kernel_star"):
             check_choice(getattr(self, name), name, self._kernels)
             g = getattr(self, f"{name}_gamma")
-            if isinstance(g, str):
-                check_choice(g, f"{name}_gamma", ("scale", "auto"))
-            elif g is not None:
-                check_scalar(g, f"{name}_gamma", lo=0, lo_open=True)
+            if g is not None:  # None: the authors' mean-distance width
+                check_gamma(g, f"{name}_gamma")
 
     @staticmethod
     def _resolve(kernel, X, g):

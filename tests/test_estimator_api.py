@@ -182,6 +182,8 @@ def test_string_labels_from_object_arrays(patches):
     assert np.array_equal(m.predict(X), np.array(["face", "non-face"])[ints.predict(X)])
     with pytest.raises(ValueError, match="Unknown label type"):
         svmcore.SVC().fit(X, np.array([object()] * len(y), dtype=object))
+    with pytest.raises(ValueError, match=r"labels may hold only strings, found [01] \(int\); pass numbers as a"):
+        svmcore.SVC().fit(X, y.astype(object))  # what is refused: numbers in an object array
 
 
 def test_weights_on_one_class_only_are_refused(patches):

@@ -489,6 +489,10 @@ def test_bad_input(pendigits):
         PmSVM(p="chi2").fit(X, y)
     with pytest.raises(ValueError, match="must be >= 0"):
         power_mean_kernel(neg)
+    with pytest.raises(ValueError, match="Y has 5 features, but X has 16; they need the same"):  # no model
+        power_mean_kernel(X, X[:, :5])
+    with pytest.raises(ValueError, match="X has 5 features, but Q has 16; they need the same"):
+        approx_kernel(X, X[:, :5])
     for bad in (dict(n_anchors=1), dict(n_anchors=11), dict(lut_bins=1), dict(C=0), dict(tol=-1),
                 dict(solver="newton"), dict(multi_class="crammer"), dict(loss="log"), dict(max_iter=0)):
         with pytest.raises(ValueError):

@@ -247,6 +247,10 @@ def test_save_load_roundtrip_and_refusals(cbcl_small, tmp_path):
     (np.random.default_rng(0).random((5, 2)), [0, 1, 0, 1, 0], {"gamma": -2.0}, ValueError, "gamma"),
     (np.random.default_rng(0).random((5, 2)), [0, 1, 0, 1, 0], {"kernel": "precomputed"}, ValueError, "square"),
     (np.random.default_rng(0).random((5, 2)), [0, 1, 0, 1, 0], {"verbose": "loud"}, TypeError, "verbose: expected a bool"),
+    (np.random.default_rng(0).random((5, 2)), [0, 1, 0, 1, 0], {"gamma": "foo"}, ValueError,
+     "gamma: expected 'scale', 'auto' or a number > 0, got 'foo'"),
+    (np.random.default_rng(0).random((5, 2)), [0, 1, 0, 1, 0], {"gamma": None}, TypeError,
+     "gamma: expected 'scale', 'auto' or a number > 0, got None"),
 ])
 def test_bad_input_is_refused_clearly(X, y, kwargs, exc, match):
     with pytest.raises(exc, match=match):

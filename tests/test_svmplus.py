@@ -284,6 +284,8 @@ def test_bad_kernel_parameters():
         KernelSVMPlus(kernel="sigmoid").fit(X, X_star, y)
     with pytest.raises(ValueError, match="kernel_star_gamma: must be > 0"):
         KernelSVMPlus(kernel_star_gamma=-2.0).fit(X, X_star, y)
+    with pytest.raises(ValueError, match="kernel_gamma: expected 'scale', 'auto' or a number > 0, got 'foo'"):
+        KernelSVMPlus(kernel_gamma="foo").fit(X, X_star, y)
     with pytest.raises(ValueError, match="tol: must be > 0"):
         LinearSVMPlus(tol=0.0).fit(X, X_star, y)
     with pytest.raises(ValueError, match="max_iter: must be >= 1"):

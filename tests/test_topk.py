@@ -260,6 +260,8 @@ def test_bad_input(usps):
         TopKSVM(kernel="rbf").fit(sp.csr_matrix(X), y)
     with pytest.raises(ValueError, match="loss"):
         TopKSVM(loss="gamma").fit(X, y)
+    with pytest.raises(ValueError, match="gamma: expected 'scale', 'auto' or a number > 0, got 'foo'"):
+        TopKSVM(kernel="rbf", gamma="foo").fit(X, y)
     with pytest.raises(ValueError, match="C"):
         TopKSVM(C=0.0).fit(X, y)
     with pytest.raises(TypeError, match="k"):
