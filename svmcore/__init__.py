@@ -31,7 +31,13 @@ def __getattr__(name):
 
 
 def load(path):
-    """Load a model saved by ``estimator.save(path)``; see :func:`svmcore.persistence.load`."""
+    """Load the fitted model (SVC, OneClassSVM, LinearSVMPlus, KernelSVMPlus, PmSVM or TopKSVM) that
+    ``estimator.save(path)`` wrote to ``path`` (str or path-like); returns it as saved.
+
+    Raises FileNotFoundError for a missing file and ValueError for a file that is not such a model or is
+    inconsistent: every hyperparameter and learned array is checked (:func:`svmcore.persistence.load`).
+    Never unpickles.
+    """
     from . import persistence
 
     for module in set(_EXPORTS.values()) - {"_validation"}:

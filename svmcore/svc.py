@@ -443,11 +443,13 @@ class OneClassSVM(_KernelSVM):
         return -self.intercept_[0]
 
     def score_samples(self, X):
-        """Raw scores sum_i alpha_i K(sv_i, x), shape (n,) float64 (scikit-learn's convention)."""
+        """Raw scores sum_i alpha_i K(sv_i, x), shape (n,) float64 (scikit-learn's convention). Raises as
+        :meth:`decision_function`."""
         return self.decision_function(X) + self.offset_
 
     def predict(self, X):
-        """+1 for inliers (decision_function(X) >= 0), -1 for outliers; shape (n,) int."""
+        """+1 for inliers (decision_function(X) >= 0), -1 for outliers; shape (n,) int. Raises as
+        :meth:`decision_function`."""
         return np.where(self.decision_function(X) >= 0, 1, -1)
 
     def fit_predict(self, X, y=None, sample_weight=None):

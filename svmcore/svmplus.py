@@ -49,7 +49,8 @@ class _Classifier(ClassifierMixin):
     """predict() from decision_function(): sign -> classes_[1] for > 0 (scikit-learn's convention)."""
 
     def predict(self, X):
-        """Class labels (n,) with the dtype of the training labels: classes_[1] where f(x) > 0."""
+        """Class labels (n,) with the dtype of the training labels: classes_[1] where f(x) > 0. Raises as
+        :meth:`decision_function`."""
         f = self.decision_function(X)
         return self.classes_[(f > 0).astype(np.int64)]
 
@@ -129,12 +130,15 @@ class LinearSVMPlus(_Classifier, BaseEstimator):
         return self
 
     def decision_function(self, X):
-        """f(x) = coef_'x + intercept_ for X (m, d) dense or sparse; returns (m,) float64."""
+        """f(x) = coef_'x + intercept_ for X (m, d) dense or sparse; returns (m,) float64. Raises
+        :class:`svmcore.NotFittedError` before fit and ValueError for a wrong number of features, NaN or inf."""
         X = _check_predict_input(self, X, "coef_")
         return np.asarray(X @ self.coef_).ravel() + self.intercept_
 
     def correcting_function(self, X_star):
-        """The learned slack model xi(x*) = coef_star_'x* + intercept_star_ for X_star (m, d*); (m,)."""
+        """The learned slack model xi(x*) = coef_star_'x* + intercept_star_ for X_star (m, d*); (m,) float64.
+        Raises :class:`svmcore.NotFittedError` before fit and ValueError for a wrong number of features, NaN or
+        inf."""
         check_fitted(self, "coef_star_")
         X_star = check_array(X_star, "X_star", allow_sparse=True)
         check_n_features(X_star, self.coef_star_.shape[0], "X_star")
@@ -308,7 +312,8 @@ class KernelSVMPlus(_Classifier, BaseEstimator):
         return self
 
     def decision_function(self, X):
-        """f(x) = sum_sv dual_coef_ K(sv, x) + intercept_ for X (m, d) dense or sparse; (m,) float64."""
+        """f(x) = sum_sv dual_coef_ K(sv, x) + intercept_ for X (m, d) dense or sparse; (m,) float64. Raises
+        :class:`svmcore.NotFittedError` before fit and ValueError for a wrong number of features, NaN or inf."""
         X = _check_predict_input(self, X, "dual_coef_")
         out = np.empty(X.shape[0])
         step = max(1, 2**24 // max(len(self.dual_coef_), 1))  # bound the kernel block to ~128 MB

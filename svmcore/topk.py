@@ -249,12 +249,12 @@ class TopKSVM(ClassifierMixin, BaseEstimator):
 
     def decision_function(self, X):
         """:meth:`class_scores` (n, m); for two classes, scikit-learn's (n,) form: score of classes_[1] minus
-        score of classes_[0] (> 0 means classes_[1])."""
+        score of classes_[0] (> 0 means classes_[1]). Raises as :meth:`class_scores`."""
         scores = self.class_scores(X)
         return scores[:, 1] - scores[:, 0] if scores.shape[1] == 2 else scores
 
     def predict(self, X):
-        """Top-1 class label per row, (n,) with the dtype of ``classes_``."""
+        """Top-1 class label per row, (n,) with the dtype of ``classes_``. Raises as :meth:`class_scores`."""
         scores = self.class_scores(X)  # first: it raises NotFittedError before classes_ is read
         return self.classes_[np.argmax(scores, axis=1)]
 
