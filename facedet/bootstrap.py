@@ -13,7 +13,7 @@ import numpy as np
 
 from svmcore._validation import check_scalar
 
-from .detector import Detector, as_grey
+from .detector import Detector, as_grey, check_params
 from .features import get_features
 from .merge import merge_detections
 from .patches import augment, check_both_classes, sample_windows
@@ -69,8 +69,9 @@ def train_detector(X, y, *, negative_images=(), augmentation=None, callback=None
     augmentation: keyword arguments of :func:`facedet.patches.augment` for the faces (default: mirror).
     negative_images: face-free grey images whose random windows help fit the prefilter.
     Returns (detector, feature rows, labels) -- the training set, for :func:`bootstrap`.
-    Raises ValueError for bad input.
+    Raises ValueError for bad input (the detector parameters are checked first).
     """
+    check_params(**detector_params)
     F, labels = training_set(X, y, augmentation)
     prefilter = fit_prefilter(np.asarray(X), np.asarray(y), negative_images, augmentation,
                               **(prefilter_params or {}))

@@ -38,7 +38,8 @@ def as_grey(image):
 
     The luma is Pillow's fixed-point ``convert("L")`` and RGBA is composited as
     :func:`facedet.imageio.read_grey` does, so an array and the same file read as grey give identical detections.
-    Raises TypeError for a non-uint8 array and ValueError for another shape or an image smaller than 19x19.
+    Any size is accepted: an image too small for the smallest window the scan uses has no detections.
+    Raises TypeError for a non-uint8 array and ValueError for another shape.
     """
     a = np.asarray(image)
     if a.dtype != np.uint8:
@@ -50,9 +51,33 @@ def as_grey(image):
         a = ((rgb[:, :, 0] * 19595 + rgb[:, :, 1] * 38470 + rgb[:, :, 2] * 7471 + 0x8000) >> 16).astype(np.uint8)
     if a.ndim != 2:
         raise ValueError(f"image: expected (H, W) grey, (H, W, 3) RGB or (H, W, 4) RGBA, got shape {a.shape}")
-    if min(a.shape) < WINDOW:
-        raise ValueError(f"image: {a.shape[1]}x{a.shape[0]} is smaller than the {WINDOW}x{WINDOW} window")
     return np.ascontiguousarray(a)
+
+
+def check_params(*, scale_factor=1.2, stride=2, min_size=20, max_size=None, threshold=0.0, refine=None,
+                 merge_iou=0.3, min_neighbors=2, box=(0.0, 0.0, 1.0)):
+    """Check a :class:`Detector`'s scanning parameters (meanings there) and return ``box`` as a float tuple.
+
+    Training calls it before any work, so that a bad value fails in seconds, not after the SVM fit.
+    Raises ValueError/TypeError for out-of-range or unknown parameters.
+    """
+    # a step of 1.0001 made 46,805 pyramid levels for a 512 px image; 1.01 makes 330
+    check_scalar(scale_factor, "scale_factor", lo=1.01)
+    check_scalar(stride, "stride", lo=1, hi=WINDOW, integer=True)  # beyond a window, stretches go unscanned
+    check_scalar(min_size, "min_size", lo=1)
+    if max_size is not None:
+        check_scalar(max_size, "max_size", lo=min_size)
+    check_scalar(threshold, "threshold")
+    if refine is not None:
+        check_scalar(refine, "refine")
+    check_scalar(merge_iou, "merge_iou", lo=0, hi=1, lo_open=True)
+    check_scalar(min_neighbors, "min_neighbors", lo=1, integer=True)
+    if np.ndim(box) != 1 or len(box) != 3:
+        raise ValueError(f"box: expected (dx, dy, scale), got {box!r}")
+    box = tuple(float(check_scalar(b, "box")) for b in box)
+    if box[2] <= 0:
+        raise ValueError(f"box: expected (dx, dy, scale > 0), got {box}")
+    return box
 
 
 class Detector:
@@ -77,22 +102,9 @@ class Detector:
     def __init__(self, classifier, prefilter=None, *, scale_factor=1.2, stride=2, min_size=20, max_size=None,
                  threshold=0.0, refine=None, merge_iou=0.3, min_neighbors=2, box=(0.0, 0.0, 1.0),
                  features="osuna"):
-        # a step of 1.0001 made 46,805 pyramid levels for a 512 px image; 1.01 makes 330
-        check_scalar(scale_factor, "scale_factor", lo=1.01)
-        check_scalar(stride, "stride", lo=1, hi=WINDOW, integer=True)  # beyond a window, stretches go unscanned
-        check_scalar(min_size, "min_size", lo=1)
-        if max_size is not None:
-            check_scalar(max_size, "max_size", lo=min_size)
-        check_scalar(threshold, "threshold")
-        if refine is not None:
-            check_scalar(refine, "refine")
-        check_scalar(merge_iou, "merge_iou", lo=0, hi=1, lo_open=True)
-        check_scalar(min_neighbors, "min_neighbors", lo=1, integer=True)
-        if np.ndim(box) != 1 or len(box) != 3:
-            raise ValueError(f"box: expected (dx, dy, scale), got {box!r}")
-        box = tuple(float(check_scalar(b, "box")) for b in box)
-        if box[2] <= 0:
-            raise ValueError(f"box: expected (dx, dy, scale > 0), got {box}")
+        box = check_params(scale_factor=scale_factor, stride=stride, min_size=min_size, max_size=max_size,
+                           threshold=threshold, refine=refine, merge_iou=merge_iou, min_neighbors=min_neighbors,
+                           box=box)
         if not hasattr(classifier, "decision_function") or not (hasattr(classifier, "dual_coef_")
                                                                 or hasattr(classifier, "coef_")):
             raise ValueError("classifier: expected a fitted SVC or PmSVM")
@@ -262,6 +274,7 @@ def train_pmsvm_detector(X, y, *, features="hog", negative_images=(), augmentati
     """
     from .bootstrap import fit_prefilter, training_set
 
+    check_params(**detector_params)
     F, labels = training_set(X, y, augmentation, features)
     prefilter = fit_prefilter(np.asarray(X), np.asarray(y), negative_images, augmentation,
                               **(prefilter_params or {}))

@@ -161,11 +161,19 @@ class Prefilter:
     """
 
     def __init__(self, weights, thresholds):
-        w = np.asarray(weights, dtype=np.float64).reshape(-1, WINDOW, WINDOW)
-        self.weights = np.stack([_remove_plane(x) for x in w])
-        self.thresholds = np.asarray(thresholds, dtype=np.float64).reshape(-1)
+        weights, thresholds = np.asarray(weights), np.asarray(thresholds)
+        if weights.dtype.kind not in "fiu" or thresholds.dtype.kind not in "fiu":
+            raise ValueError(f"Prefilter: expected real weights and thresholds, got {weights.dtype} and "
+                             f"{thresholds.dtype}")
+        w = weights.astype(np.float64).reshape(-1, WINDOW, WINDOW)
+        self.weights = np.stack([_remove_plane(x) for x in w]) if len(w) else w
+        self.thresholds = thresholds.astype(np.float64).reshape(-1)
         if len(self.thresholds) != len(self.weights) or len(self.weights) == 0:
             raise ValueError(f"Prefilter: {len(self.weights)} stages but {len(self.thresholds)} thresholds")
+        # a NaN or all-zero stage would reject (or pass) every window: a model that silently finds nothing
+        norms = np.linalg.norm(self.weights.reshape(len(self.weights), -1), axis=1)
+        if not (np.isfinite(self.thresholds).all() and np.isfinite(norms).all() and np.all(norms > 1e-6)):
+            raise ValueError("Prefilter: every stage needs finite, nonzero weights and a finite threshold")
 
     @property
     def threshold(self):

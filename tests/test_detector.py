@@ -106,10 +106,27 @@ def test_bad_images(small):
     with pytest.raises(TypeError):
         det.detect(np.zeros((50, 50), np.float64))
     with pytest.raises(ValueError):
-        det.detect(np.zeros((10, 50), np.uint8))
-    with pytest.raises(ValueError):
         det.detect(np.zeros((50, 50, 2), np.uint8))
     assert det.detect(np.full((60, 80), 128, np.uint8)).shape == (0, 5)  # flat image: nothing
+    # an image too small for any window is valid and has no faces (evaluate counts its faces as misses)
+    for shape in ((10, 50), (1, 1), (0, 40)):
+        assert det.detect(np.zeros(shape, np.uint8)).shape == (0, 5)
+
+
+@pytest.mark.parametrize("edit", ["nan weights", "nan thresholds", "zero weights", "complex weights"])
+def test_load_refuses_a_broken_prefilter(small, tmp_path, rewrite_model, edit):
+    # such a cascade rejects every window: the model would load and silently find nothing
+    path = tmp_path / "m.npz"
+    small[0].save(path)
+
+    def tamper(header, arrays):
+        w, t = arrays["prefilter.weights"], arrays["prefilter.thresholds"]
+        arrays["prefilter.weights"] = {"nan weights": np.full_like(w, np.nan), "zero weights": 0 * w,
+                                       "complex weights": w.astype(complex)}.get(edit, w)
+        arrays["prefilter.thresholds"] = np.full_like(t, np.nan) if edit == "nan thresholds" else t
+
+    with pytest.raises(ValueError, match="Prefilter"):
+        Detector.load(rewrite_model(path, tmp_path / "bad.npz", tamper))
 
 
 def test_training_helpers_refuse_bad_input_before_any_work(small, negatives):
