@@ -11,6 +11,7 @@ Augmentation (mirror, small shifts) and random non-face windows cut from face-fr
 """
 from __future__ import annotations
 
+import os
 import zipfile
 from pathlib import Path
 
@@ -21,7 +22,9 @@ from svmcore._validation import check_scalar
 from .imageio import ImageError, read_grey
 from .preprocess import WINDOW
 
-IMAGE_SUFFIXES = {".png", ".pgm", ".ppm", ".pbm", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".gif", ".webp"}
+# formats Pillow reads itself (no plugin or external program)
+IMAGE_SUFFIXES = {".png", ".pgm", ".ppm", ".pbm", ".pnm", ".jpg", ".jpeg", ".jpe", ".jfif", ".bmp", ".tif", ".tiff",
+                  ".gif", ".webp", ".tga", ".jp2", ".j2k"}
 _NONFACE_NAMES = ("non-face", "nonface", "non-faces", "nonfaces", "non_face")
 
 
@@ -35,14 +38,26 @@ def to_window(grey):
 
 
 def image_files(folder, recursive=False):
-    """Image files (by suffix, any case) in ``folder``, or also in its subfolders if ``recursive`` (hidden
-    names skipped), sorted by path; ValueError if it is not a folder."""
+    """Image files (by suffix, any case) in ``folder``, or also in its subfolders if ``recursive`` (symlinked
+    ones followed, each real folder once; hidden names skipped), sorted by path; ValueError if it is not a
+    folder. A broken symlink with an image suffix is listed, so that reading it reports it."""
     folder = Path(folder)
     if not folder.is_dir():
         raise ValueError(f"not a folder: {folder}")
-    paths = folder.rglob("*") if recursive else folder.iterdir()
-    return sorted(p for p in paths if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES
-                  and not any(part.startswith(".") for part in p.relative_to(folder).parts))
+    if not recursive:
+        paths = folder.iterdir()
+    else:
+        paths, seen = [], set()
+        for root, dirs, files in os.walk(folder, followlinks=True):
+            real = os.path.realpath(root)
+            if real in seen:  # a symlink loop, or a folder reached twice
+                dirs[:] = []
+                continue
+            seen.add(real)
+            dirs[:] = [d for d in dirs if not d.startswith(".")]
+            paths += [Path(root) / f for f in files]
+    return sorted(p for p in paths if (p.is_file() or (p.is_symlink() and not p.exists()))
+                  and p.suffix.lower() in IMAGE_SUFFIXES and not p.name.startswith("."))
 
 
 def load_folder(folder, errors=None):

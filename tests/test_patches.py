@@ -134,3 +134,20 @@ def test_augmentation_refuses_bad_arguments(cbcl_npz):
                       (lambda: warp(w, np.nan, 1.0), ValueError)):
         with pytest.raises(exc):
             call()
+
+
+def test_image_files_follows_symlinked_folders_once_and_lists_broken_links(data_dir, tmp_path):
+    from facedet.patches import image_files
+    photos = tmp_path / "photos"
+    (photos / "sub").mkdir(parents=True)
+    astro = data_dir / "misc_faces_skimage" / "astronaut.png"
+    (photos / "a.jfif").write_bytes(b"")  # listed by suffix; reading reports what it holds
+    (photos / ".hidden.png").symlink_to(astro)
+    (photos / "sub" / "b.PNG").symlink_to(astro)
+    (photos / "gone.jpg").symlink_to(tmp_path / "missing.jpg")
+    (photos / "notes.txt").write_text("not an image")
+    (photos / "linked").symlink_to(data_dir / "misc_faces_skimage")  # a symlinked folder is followed
+    (photos / "sub" / "loop").symlink_to(photos)  # and a loop ends
+    names = [p.relative_to(photos).as_posix() for p in image_files(photos, recursive=True)]
+    assert names == ["a.jfif", "gone.jpg", "linked/astronaut.png", "sub/b.PNG"]
+    assert [p.name for p in image_files(photos)] == ["a.jfif", "gone.jpg"]
