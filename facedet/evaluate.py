@@ -60,8 +60,9 @@ def read_annotations(csv_path, split=None) -> dict[str, tuple[np.ndarray, np.nda
     Returns ``{image: (boxes (m, 4) float64 xywh, ignore (m,) bool)}`` in file order.
     Raises FileNotFoundError for a missing file and ValueError naming the file (and line) for a folder or
     a file that is not UTF-8 text, no rows, a missing column, a non-numeric or non-finite coordinate, a
-    width or height <= 0, a bad ``ignore`` value, an empty image name, a box listed twice for the same
-    image (it would count as two faces), or a ``split`` that the file does not have.
+    width or height <= 0, a bad ``ignore`` value, an empty image name, a column named twice (in any case), a
+    box listed twice for the same image (it would count as two faces), or a ``split`` that the file does not
+    have.
     """
     path = Path(csv_path)
     if path.is_dir():
@@ -79,6 +80,9 @@ def _read_annotations(path, split):
         reader = csv.DictReader(f)
         columns = [c.strip().lower() for c in (reader.fieldnames or [])]
         missing = [c for c in ("image", "x", "y", "w", "h") if c not in columns]
+        twice = sorted({c for c in columns if columns.count(c) > 1} & {"image", "x", "y", "w", "h", "ignore", "split"})
+        if twice:  # names are read in any case: "x" and "X" would silently replace one another
+            raise ValueError(f"{path}: column(s) {', '.join(twice)} given more than once (header names ignore case)")
         if missing:
             raise ValueError(f"{path}: missing column(s) {', '.join(missing)} (header: {','.join(columns) or 'none'})")
         if split is not None and "split" not in columns:
@@ -284,6 +288,16 @@ def average_precision(precision, recall) -> float:
     return float(np.sum(np.diff(np.r_[0.0, recall]) * p_interp))
 
 
+def rate(value):
+    """A detection rate or precision for people: 3 decimals, or "-" when undefined (NaN: no faces to find)."""
+    return "-" if np.isnan(value) else f"{value:.3f}"
+
+
+def plural(n, noun):
+    """"1 image", "2 images"."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
 def plot_precision_recall(result: EvalResult, png_path, title=None, label=None):
     """Write the precision-recall curve of ``result`` (and its interpolation) to an image file, atomically.
 
@@ -300,7 +314,7 @@ def plot_precision_recall(result: EvalResult, png_path, title=None, label=None):
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
     r, p = result.recall, result.precision
-    if len(r):
+    if len(r) and result.n_truth:  # without faces to find, recall is undefined: an empty plot
         ax.plot(np.r_[0.0, r], np.r_[p[0], p], drawstyle="steps-pre", color="0.6", lw=1, label="raw")
         p_interp = np.maximum.accumulate(p[::-1])[::-1]
         ax.plot(np.r_[0.0, r], np.r_[p_interp[0], p_interp], drawstyle="steps-pre", color="C0", lw=2,
@@ -311,8 +325,9 @@ def plot_precision_recall(result: EvalResult, png_path, title=None, label=None):
     ax.set_xlabel("recall (detection rate)")
     ax.set_ylabel("precision")
     ax.grid(alpha=0.3)
-    ax.set_title(title or f"{result.n_images} images, {result.n_truth} faces, IoU >= {result.iou_threshold:g}: "
-                 f"DR {result.detection_rate:.3f}, {result.false_positives} FP", fontsize=9)
+    ax.set_title(title or f"{plural(result.n_images, 'image')}, {plural(result.n_truth, 'face')}, IoU >= "
+                 f"{result.iou_threshold:g}: DR {rate(result.detection_rate)}, {result.false_positives} FP",
+                 fontsize=9)
     path = Path(png_path)
     with atomic_write(path) as f:
         fig.savefig(f, format=fmt)

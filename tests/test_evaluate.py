@@ -89,6 +89,7 @@ def test_read_annotations_ignore_and_faceless_rows(tmp_path):
 @pytest.mark.parametrize("text, message", [
     ("image,x,y,w\na.jpg,1,2,3\n", "missing column"),
     ("", "missing column"),
+    ("image,x,y,w,h,X\na.jpg,1,2,3,4,999\n", "more than once"),
     ("image,x,y,w,h\na.jpg,1,2,three,4\n", "line 2: x, y, w, h must be numbers"),
     ("image,x,y,w,h\na.jpg,1,2,3,4\na.jpg,1,2,0,4\n", "line 3: box width and height must be > 0"),
     ("image,x,y,w,h\na.jpg,1,2,nan,4\n", "finite"),
