@@ -5,10 +5,12 @@ Exit codes: 0 success; 2 usage error (bad option, missing model or folder); 1 if
 """
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
 import sys
+import warnings
 from pathlib import Path
 from typing import List, Optional
 
@@ -29,6 +31,7 @@ out = Console(soft_wrap=True)
 err = Console(stderr=True, soft_wrap=True)
 
 MODEL_NAME = "default_detector.npz"
+ANNOTATED = ".faces.png"  # suffix of the annotated images detect --out writes into a folder
 
 
 def default_model_path() -> Path:
@@ -116,8 +119,8 @@ def _image_files(folder: Path):
 
 
 def _read_images(paths, progress, description):
-    """(name, grey) of readable images at least one window large; bad files reported. Returns (images,
-    n_failed)."""
+    """(name, grey) of readable images at least one window large; bad files reported (images smaller than a
+    window only noted: valid, but without a window to learn from). Returns (images, n_failed)."""
     from .imageio import ImageError, read_grey
     from .preprocess import WINDOW
 
@@ -127,8 +130,10 @@ def _read_images(paths, progress, description):
         try:
             grey = read_grey(p)
             if min(grey.shape) < WINDOW:
-                raise ImageError(f"{p}: {grey.shape[1]}x{grey.shape[0]} is smaller than the {WINDOW}x{WINDOW} window")
-            images.append((p, grey))
+                _report("note:", f"{p}: {grey.shape[1]}x{grey.shape[0]} is smaller than the {WINDOW}x{WINDOW} "
+                                 "window; not used")
+            else:
+                images.append((p, grey))
         except ImageError as exc:
             _report("skipped", exc)
             failed += 1
@@ -178,6 +183,8 @@ def train(
     gamma: str = typer.Option("auto", help="Kernel gamma: a number > 0, 'auto' (1/283) or 'scale'."),
     coef0: float = typer.Option(1.0, help="Kernel coef0 (poly)."),
     tol: float = typer.Option(1e-3, help="Solver stopping tolerance (KKT violation)."),
+    max_iter: Optional[int] = typer.Option(None, min=1, help="Solver iteration cap: SMO iterations for svc "
+                                                             "(default: none), epochs for pmsvm (default 100)."),
     mirror: bool = typer.Option(True, help="Add mirror images of the faces."),
     shifts: int = typer.Option(0, min=0, help="Add face copies shifted by up to this many pixels."),
     stride: int = typer.Option(2, help="Saved scanning default (not used in fitting): stride in pixels (1-19) per "
@@ -191,7 +198,7 @@ def train(
 ):
     """Train a detector on face and non-face patches."""
     from .bootstrap import train_detector
-    from .detector import train_pmsvm_detector
+    from .detector import check_params, train_pmsvm_detector
 
     if classifier not in ("svc", "pmsvm"):
         _usage(f"--classifier: unknown value {classifier!r}; expected svc or pmsvm")
@@ -206,6 +213,10 @@ def train(
     g = gamma if gamma in ("auto", "scale") else _number(gamma, "--gamma")
     scan_params = {"stride": stride, "scale_factor": scale_factor, "threshold": threshold,
                    "refine": _refine(refine)}
+    try:  # before the data are read and the SVM fitted
+        check_params(**scan_params)
+    except (TypeError, ValueError) as exc:
+        _usage(_as_options(exc, scan_params))
     X, y, failed = _patches(faces, nonfaces, data, split)
     augmentation = {"mirror": mirror, "shifts": shifts}
     with _progress() as progress:
@@ -220,13 +231,15 @@ def train(
                     X, y, negative_images=negative_images, augmentation=augmentation,
                     callback=_svm_callback(progress, task), **scan_params,
                     svm_params={"kernel": kernel, "degree": degree, "C": 10.0 if C is None else C, "gamma": g,
-                                "coef0": coef0, "tol": tol})
+                                "coef0": coef0, "tol": tol, "max_iter": max_iter})
             else:
                 det, _, labels = train_pmsvm_detector(
                     X, y, features=features, negative_images=negative_images, augmentation=augmentation,
-                    pmsvm_params={"p": p, **({} if C is None else {"C": C})}, **scan_params)
+                    pmsvm_params={"p": p, **({} if C is None else {"C": C}),
+                                  **({} if max_iter is None else {"max_iter": max_iter})}, **scan_params)
         except (TypeError, ValueError) as exc:
-            _usage(_as_options(exc, [*scan_params, "kernel", "degree", "C", "gamma", "coef0", "tol", "p"]))
+            _usage(_as_options(exc, [*scan_params, "kernel", "degree", "C", "gamma", "coef0", "tol", "p",
+                                     "max_iter"]))
     _write(det.save, out_path)
     clf = det.classifier
     size = (f"{clf.support_.size} support vectors" if classifier == "svc" else
@@ -324,7 +337,8 @@ def detect(
                                             "(one <name>.faces.png per image; -2, -3 added when names repeat), or "
                                             "an image file name (.png, .jpg, ...) for a single image."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON: [{image, width, height, faces: "
-                                                       "[{x, y, w, h, score}]}], pixels of the original image."),
+                                                       "[{x, y, w, h, score}]}], pixels of the original image "
+                                                       "(a face at the border can extend past it)."),
     threshold: Optional[float] = typer.Option(None, help="SVM decision value above which a window is a face "
                                                          "(default: the model's; higher: fewer, surer faces)."),
     min_size: Optional[float] = typer.Option(None, help="Smallest face side in pixels (default: the model's)."),
@@ -345,10 +359,12 @@ def detect(
     from .imageio import ImageError, read_rgb, write_image
 
     det = _load_detector(model)
-    # a folder gives its image files, except earlier annotated outputs inside it (--out photos/annotated)
+    # a folder gives its image files, except our earlier annotated outputs in the --out folder (which may be
+    # the photos' folder itself, or inside it)
     skip = out_path.resolve() if out_path is not None else None
     images = [p for path in images for p in (_image_files(path) if path.is_dir() else [path])
-              if not (path.is_dir() and skip is not None and skip in p.resolve().parents)]
+              if not (path.is_dir() and skip is not None and p.name.endswith(ANNOTATED)
+                      and skip in p.resolve().parents)]
     if not images:
         _usage("no image files in the given folders")
     overrides = {k: v for k, v in (("threshold", threshold), ("min_size", min_size), ("max_size", max_size),
@@ -362,6 +378,10 @@ def detect(
         except (TypeError, ValueError) as exc:
             _usage(_as_options(exc, overrides))
     targets = _annotation_targets(images, out_path)
+    inputs = {p.resolve() for p in images}
+    for target in targets:
+        if target is not None and target.resolve() in inputs:  # resolve(): a symlink to a photo is the photo
+            _usage(f"--out {target}: is one of the input images; it would be overwritten")
     results, failed = [], 0
     with _progress() as progress:
         task = progress.add_task("detecting", total=len(images), info="")
@@ -408,8 +428,11 @@ def _annotation_targets(images, out_path):
         return [None] * len(images)
     image_suffixes = Image.registered_extensions()
     if out_path.suffix.lower() in image_suffixes and not out_path.is_dir():
-        if image_suffixes[out_path.suffix.lower()] not in Image.SAVE:
-            _usage(f"--out {out_path}: cannot write {image_suffixes[out_path.suffix.lower()]} images; use .png or .jpg")
+        fmt = image_suffixes[out_path.suffix.lower()]
+        try:  # some formats Pillow writes take no colour (XBM: 1-bit only)
+            Image.new("RGB", (1, 1)).save(io.BytesIO(), format=fmt)
+        except (OSError, ValueError, KeyError):
+            _usage(f"--out {out_path}: cannot write colour {fmt} images; use .png or .jpg")
         if len(images) > 1:
             _usage(f"--out {out_path} names one file, but {len(images)} images were given; give a folder")
         _check_output(out_path, "--out")
@@ -418,13 +441,14 @@ def _annotation_targets(images, out_path):
         _usage(f"--out {out_path}: exists and is not a folder")
     ancestor = next(p for p in (out_path, *out_path.parents) if p.exists())
     if not ancestor.is_dir() or not os.access(ancestor, os.W_OK | os.X_OK):
-        _usage(f"--out {out_path}: cannot create a folder under {ancestor}")
+        _usage(f"--out {out_path}: " + ("folder is not writable" if ancestor == out_path
+                                        else f"cannot create a folder under {ancestor}"))
     targets, used = [], set()
     for path in images:
-        name, n = f"{path.stem}.faces.png", 1
+        name, n = f"{path.stem}{ANNOTATED}", 1
         while name in used:
             n += 1
-            name = f"{path.stem}-{n}.faces.png"
+            name = f"{path.stem}-{n}{ANNOTATED}"
         used.add(name)
         targets.append(out_path / name)
     return targets
@@ -450,7 +474,8 @@ def evaluate(
                                                "the size of a face box in pixels; ignore 0/1 (true/false, yes/no): "
                                                "a face that counts neither as hit nor miss; empty x,y,w,h: an image "
                                                "without faces."),
-    model: Optional[Path] = typer.Option(None, help="Model file (default: the shipped model)."),
+    model: Optional[Path] = typer.Option(None, help="Model file (default: models/default_detector.npz, or "
+                                                    "$FACEDET_MODEL)."),
     split: Optional[str] = typer.Option(None, help="Evaluate only rows of this split (e.g. test)."),
     plot: Optional[Path] = typer.Option(None, help="Write the precision-recall curve here, in the format of its "
                                                    "suffix (.png, .pdf, .svg, .jpg, ...). Default: "
@@ -460,7 +485,7 @@ def evaluate(
     threads: Optional[int] = typer.Option(None, min=1, help=_THREADS_HELP),
 ):
     """Detection rate, false positives and average precision on annotated images."""
-    from .evaluate import evaluate_detections, plot_format, plot_precision_recall, read_annotations
+    from .evaluate import evaluate_detections, plot_format, plot_precision_recall, plural, rate, read_annotations
     from .imageio import ImageError, read_grey
 
     if not 0 < iou <= 1:
@@ -475,7 +500,9 @@ def evaluate(
         plot = Path("precision_recall.png")
     try:
         ann = read_annotations(annotations, split=split)
-    except (OSError, ValueError) as exc:
+    except OSError as exc:
+        _usage(f"--annotations {annotations}: {exc.strerror or exc}")
+    except ValueError as exc:
         _usage(str(exc))
     if not images.is_dir():
         _usage(f"not a folder: {images}")
@@ -494,11 +521,11 @@ def evaluate(
     if not ann:
         _usage("no annotated image could be read")
     res = evaluate_detections(dets, ann, iou_threshold=iou)
-    t = Table(title=Text(f"{annotations.name}{f' ({split})' if split else ''}: {res.n_images} images, "
-                         f"{res.n_truth} faces"))
+    t = Table(title=Text(f"{annotations.name}{f' ({split})' if split else ''}: {plural(res.n_images, 'image')}, "
+                         f"{plural(res.n_truth, 'face')}"))
     for col in ("detection rate", "false positives", "average precision"):
         t.add_column(col, justify="right")
-    t.add_row(f"{res.detection_rate:.3f}", str(res.false_positives), f"{res.average_precision:.3f}")
+    t.add_row(rate(res.detection_rate), str(res.false_positives), rate(res.average_precision))
     out.print(t)
     if plot is None:
         _report("note:", "the current folder is not writable; no precision-recall plot (give --plot PATH)")
@@ -511,6 +538,8 @@ def evaluate(
 def main(prog_name="facedet"):
     """The ``facedet`` command. Ctrl-C inside a numba kernel surfaces as a SystemError caused (through other
     SystemErrors) by the KeyboardInterrupt; it ends the command as Ctrl-C does elsewhere (exit 130)."""
+    # a solver's RuntimeWarning (e.g. max_iter reached) as one line, not Python's source excerpt
+    warnings.formatwarning = lambda message, category, *args, **kwargs: f"warning: {message}\n"
     try:
         app(prog_name=prog_name)
     except SystemError as exc:

@@ -128,7 +128,8 @@ def test_train_and_bootstrap(small_model, small_npz, data_dir, tmp_path, astro):
     r = runner.invoke(app, ["bootstrap", "--model", str(small_model), "--negatives", str(negs), "--rounds", "1",
                             "--out", str(out)])
     assert r.exit_code == 1, r.output  # the broken file is reported, the rest is processed
-    assert "broken.jpg" in r.stderr and "tiny.png: 10x10 is smaller" in r.stderr and out.is_file()
+    assert "broken.jpg" in r.stderr and "tiny.png: 10x10 is smaller" in r.stderr and "note:" in r.stderr
+    assert out.is_file()
     assert "FP windows" in r.stdout and "on 2 negative images" in r.stdout
     r = runner.invoke(app, ["detect", str(astro), "--model", str(out), "--json"])
     assert r.exit_code == 0
@@ -165,11 +166,11 @@ def test_train_pmsvm_hog(small_npz, data_dir, tmp_path, astro):
     from facedet import Detector
     out = tmp_path / "pm.npz"
     r = runner.invoke(app, ["train", "--data", str(small_npz), "--out", str(out), "--classifier", "pmsvm",
-                            "--features", "hog", "--p", "-8", "--C", "0.5"])
+                            "--features", "hog", "--p", "-8", "--C", "0.5", "--max-iter", "150"])
     assert r.exit_code == 0, r.output
     assert "hog features" in r.stdout and "PmSVM p=-8.0" in r.stdout
     det = Detector.load(out)
-    assert type(det.classifier).__name__ == "PmSVM" and det.features == "hog"
+    assert type(det.classifier).__name__ == "PmSVM" and det.features == "hog" and det.classifier.max_iter == 150
     assert det.classifier.p == -8.0 and det.classifier.C == 0.5 and det.classifier.table_.shape == (1, 324, 1000)
     r = runner.invoke(app, ["detect", str(astro), "--model", str(out), "--json"])
     assert r.exit_code == 0, r.output
@@ -188,7 +189,7 @@ def test_train_pmsvm_hog(small_npz, data_dir, tmp_path, astro):
     assert not np.array_equal(boot.classifier.coef_, det.classifier.coef_)  # refitted with the false positives
     # svc takes osuna features only; PmSVM needs features >= 0
     bad = [["--classifier", "svc", "--features", "hog"], ["--classifier", "pmsvm", "--features", "osuna"],
-           ["--classifier", "knn"], ["--classifier", "pmsvm", "--p", "2"]]
+           ["--classifier", "knn"], ["--classifier", "pmsvm", "--p", "2"], ["--max-iter", "0"]]
     for extra in bad:
         r = runner.invoke(app, ["train", "--data", str(small_npz), "--out", str(tmp_path / "x.npz"), *extra])
         assert r.exit_code == 2, (extra, r.output)
@@ -209,8 +210,21 @@ def test_outputs_are_checked_before_work_and_never_overwrite(astro, tmp_path, sm
     r = runner.invoke(app, ["detect", str(tmp_path / "a"), "--out", str(tmp_path / "a" / "out")])
     r = runner.invoke(app, ["detect", str(tmp_path / "a"), "--out", str(tmp_path / "a" / "out")])
     assert r.exit_code == 0 and [p.name for p in (tmp_path / "a" / "out").iterdir()] == ["astronaut.faces.png"]
-    r = runner.invoke(app, ["detect", str(astro), "--out", str(tmp_path / "x.psd")])
-    assert r.exit_code == 2 and "cannot write PSD" in r.stderr
+    # annotations written beside the photos: the photos are scanned, the annotations of a previous run are not
+    for _ in range(2):
+        r = runner.invoke(app, ["detect", str(tmp_path / "a"), "--out", str(tmp_path / "a"), "--json"])
+        assert r.exit_code == 0
+        assert [x["image"] for x in json.loads(r.stdout)] == [str(tmp_path / "a" / "astronaut.png")]
+    for fmt in ("psd", "xbm"):  # Pillow writes neither in colour
+        r = runner.invoke(app, ["detect", str(astro), "--out", str(tmp_path / f"x.{fmt}")])
+        assert r.exit_code == 2 and f"cannot write colour {fmt.upper()}" in r.stderr
+    # an input is never the output, nor through a symlink
+    photo = tmp_path / "a" / "astronaut.png"
+    (tmp_path / "link.png").symlink_to(photo)
+    before = photo.read_bytes()
+    for out in (photo, tmp_path / "link.png"):
+        r = runner.invoke(app, ["detect", str(photo), "--out", str(out)])
+        assert r.exit_code == 2 and "input" in r.stderr and photo.read_bytes() == before
     (tmp_path / "empty").mkdir()
     r = runner.invoke(app, ["detect", str(tmp_path / "empty")])
     assert r.exit_code == 2 and "no image files" in r.stderr
@@ -280,3 +294,14 @@ def test_ctrl_c_inside_a_numba_kernel_exits_130(monkeypatch, capsys):
     monkeypatch.setattr(cli, "app", broken)
     with pytest.raises(SystemError, match="a real bug"):  # any other SystemError is not hidden
         cli.main()
+
+
+def test_train_checks_scan_options_before_fitting(small_npz, tmp_path, monkeypatch):
+    import facedet.bootstrap
+    monkeypatch.setattr(facedet.bootstrap, "fit_svm", lambda *a, **k: pytest.fail("fitted before the checks"))
+    for bad in (["--stride", "0"], ["--scale-factor", "1"], ["--threshold", "nan"]):
+        r = runner.invoke(app, ["train", "--data", str(small_npz), "--out", str(tmp_path / "m.npz"), *bad])
+        assert r.exit_code == 2 and bad[0] in r.stderr, r.output
+    d = np.load(small_npz)
+    with pytest.raises(ValueError, match="stride"):
+        facedet.bootstrap.train_detector(d["X"], d["y"], stride=0)
