@@ -535,6 +535,70 @@ def evaluate(
     raise typer.Exit(1 if failed else 0)
 
 
+@app.command()
+def calibrate(
+    model: Path = typer.Option(..., help="Trained model to calibrate (e.g. from facedet train or bootstrap)."),
+    images: Path = typer.Option(..., help="Folder holding annotated training images (not the ones you will "
+                                          "evaluate on)."),
+    annotations: Path = typer.Option(..., help="CSV as for evaluate: image,x,y,w,h[,ignore][,split]; faces "
+                                               "flagged ignore are left out."),
+    out_path: Path = typer.Option(..., "--out", help="Model file to write."),
+    split: Optional[str] = typer.Option(None, help="Use only rows of this split (e.g. train)."),
+    negatives: Optional[Path] = typer.Option(None, help="Folder of face-free images (subfolders included): their "
+                                                        "detections count as false positives when choosing the "
+                                                        "operating point."),
+    operating_point: bool = typer.Option(True, "--operating-point/--box-only",
+                                         help="Also choose the threshold (-1 to 3, step 0.1) and min_neighbors (1-3) "
+                                              "that maximise F1 on these images; --box-only keeps the model's."),
+):
+    """Fit a model's window-to-box map to the annotations' box convention (and its operating point).
+
+    A window of side s at (x, y) becomes the box of side scale*s centred at (x + s/2 + dx*s, y + s/2 + dy*s);
+    (dx, dy, scale) is the median over the annotated faces of the map from each face's best window to its box.
+    Models from train and bootstrap have (0, 0, 1), the raw 19x19 window (eyebrows to mouth)."""
+    import numpy as np
+
+    from .bootstrap import calibrate_box, choose_threshold
+    from .evaluate import read_annotations
+    from .imageio import ImageError, read_grey
+
+    _check_output(out_path, "--out")
+    try:
+        ann = read_annotations(annotations, split=split)
+    except OSError as exc:
+        _usage(f"--annotations {annotations}: {exc.strerror or exc}")
+    except ValueError as exc:
+        _usage(str(exc))
+    if not images.is_dir():
+        _usage(f"not a folder: {images}")
+    det = _load_detector(model)
+    items, failed = [], 0
+    with _progress() as progress:
+        task = progress.add_task("reading images", total=len(ann), info="")
+        for name, (boxes, ignore) in ann.items():
+            progress.advance(task)
+            try:
+                items.append((read_grey(images / name), boxes[~ignore]))
+            except ImageError as exc:
+                _report("failed", exc)
+                failed += 1
+        neg, nfail = _read_images(_image_files(negatives), progress, "reading negatives") if negatives else ([], 0)
+        progress.add_task("calibrating", total=None, info="")
+        try:
+            det, n_faces = calibrate_box(det, [item for item in items if len(item[1])])
+            if operating_point:
+                det, _ = choose_threshold(det, items + [(g, np.zeros((0, 4))) for _, g in neg],
+                                          candidates=np.round(np.arange(-1.0, 3.01, 0.1), 2), neighbors=(1, 2, 3))
+        except ValueError as exc:
+            _usage(str(exc))
+    _write(det.save, out_path)
+    dx, dy, scale = det.box
+    out.print(f"box map from {n_faces} faces: dx={dx:+.3f} dy={dy:+.3f} scale={scale:.3f}; threshold "
+              f"{det.threshold:+.2f}, min_neighbors {det.min_neighbors}; wrote {out_path}", markup=False,
+              highlight=False)
+    raise typer.Exit(1 if failed or nfail else 0)
+
+
 def main(prog_name="facedet"):
     """The ``facedet`` command. Ctrl-C inside a numba kernel surfaces as a SystemError caused (through other
     SystemErrors) by the KeyboardInterrupt; it ends the command as Ctrl-C does elsewhere (exit 130)."""

@@ -107,7 +107,7 @@ def test_usage_errors(astro, tmp_path, small_npz):
         assert r.exit_code == 2 and message in r.stderr, (extra, r.stderr)
 
 
-@pytest.mark.parametrize("command", ["train", "bootstrap", "detect", "evaluate"])
+@pytest.mark.parametrize("command", ["train", "bootstrap", "detect", "evaluate", "calibrate"])
 def test_help_explains_every_option(command):
     r = runner.invoke(app, [command, "--help"])
     assert r.exit_code == 0
@@ -305,3 +305,39 @@ def test_train_checks_scan_options_before_fitting(small_npz, tmp_path, monkeypat
     d = np.load(small_npz)
     with pytest.raises(ValueError, match="stride"):
         facedet.bootstrap.train_detector(d["X"], d["y"], stride=0)
+
+
+def test_calibrate_refits_the_shipped_box_map_and_operating_point(data_dir, tmp_path):
+    # the shipped model's box map was fitted on the train split's 18 faces: from the raw window (0, 0, 1)
+    # calibrate finds it again
+    from facedet import Detector, load_default
+    shipped = load_default()
+    raw = tmp_path / "raw.npz"
+    shipped.with_params(box=(0.0, 0.0, 1.0), threshold=0.0, min_neighbors=2).save(raw)
+    scenes = data_dir / "scenes_annotated_dlib_voc"
+    args = ["calibrate", "--model", str(raw), "--images", str(scenes / "images"), "--annotations",
+            str(scenes / "boxes.csv"), "--split", "train"]
+    r = runner.invoke(app, [*args, "--box-only", "--out", str(tmp_path / "box.npz")])
+    assert r.exit_code == 0, r.output
+    assert "from 18 faces" in r.stdout
+    det = Detector.load(tmp_path / "box.npz")
+    np.testing.assert_allclose(det.box, shipped.box, rtol=1e-12)
+    assert (det.threshold, det.min_neighbors) == (0.0, 2)
+    r = runner.invoke(app, [*args, "--out", str(tmp_path / "op.npz")])
+    assert r.exit_code == 0, r.output
+    # the chosen operating point is at least as good (F1) on these images as the one it replaced
+    from facedet.evaluate import evaluate_detections, read_annotations
+    from facedet.imageio import read_grey
+    ann = read_annotations(scenes / "boxes.csv", split="train")
+    grey = {n: read_grey(scenes / "images" / n) for n in ann}
+
+    def f1(d):
+        res = evaluate_detections({n: d.detect(g) for n, g in grey.items()}, ann)
+        hits = round(res.detection_rate * res.n_truth)
+        return 2 * hits / (hits + res.n_truth + res.false_positives)
+
+    det = Detector.load(tmp_path / "op.npz")
+    assert det.min_neighbors in (1, 2, 3) and -1 <= det.threshold <= 3
+    assert f1(det) >= f1(Detector.load(tmp_path / "box.npz"))
+    r = runner.invoke(app, [*args[:4], str(tmp_path / "nowhere"), *args[5:], "--out", str(tmp_path / "x.npz")])
+    assert r.exit_code == 2 and "not a folder" in r.stderr
