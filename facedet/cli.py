@@ -418,6 +418,22 @@ def detect(
     raise typer.Exit(1 if failed else 0)
 
 
+def _annotated_set(images, annotations, split, model):
+    """(annotations by image name, detector) for evaluate and calibrate; usage errors for a bad CSV, folder
+    or model."""
+    from .evaluate import read_annotations
+
+    try:
+        ann = read_annotations(annotations, split=split)
+    except OSError as exc:
+        _usage(f"--annotations {annotations}: {exc.strerror or exc}")
+    except ValueError as exc:
+        _usage(str(exc))
+    if not images.is_dir():
+        _usage(f"not a folder: {images}")
+    return ann, _load_detector(model)
+
+
 def _annotation_targets(images, out_path):
     """The annotated-image path of each input (None without --out). An --out with an image suffix is one
     file (usage error if several images are given, or if Pillow cannot write that format); otherwise a folder
@@ -485,7 +501,7 @@ def evaluate(
     threads: Optional[int] = typer.Option(None, min=1, help=_THREADS_HELP),
 ):
     """Detection rate, false positives and average precision on annotated images."""
-    from .evaluate import evaluate_detections, plot_format, plot_precision_recall, plural, rate, read_annotations
+    from .evaluate import evaluate_detections, plot_format, plot_precision_recall, plural, rate
     from .imageio import ImageError, read_grey
 
     if not 0 < iou <= 1:
@@ -498,15 +514,7 @@ def evaluate(
             _usage(f"--plot {exc}")
     elif os.access(".", os.W_OK | os.X_OK):
         plot = Path("precision_recall.png")
-    try:
-        ann = read_annotations(annotations, split=split)
-    except OSError as exc:
-        _usage(f"--annotations {annotations}: {exc.strerror or exc}")
-    except ValueError as exc:
-        _usage(str(exc))
-    if not images.is_dir():
-        _usage(f"not a folder: {images}")
-    det = _load_detector(model)
+    ann, det = _annotated_set(images, annotations, split, model)
     dets, failed = {}, 0
     with _progress() as progress:
         task = progress.add_task("detecting", total=len(ann), info="")
@@ -559,19 +567,10 @@ def calibrate(
     import numpy as np
 
     from .bootstrap import calibrate_box, choose_threshold
-    from .evaluate import read_annotations
     from .imageio import ImageError, read_grey
 
     _check_output(out_path, "--out")
-    try:
-        ann = read_annotations(annotations, split=split)
-    except OSError as exc:
-        _usage(f"--annotations {annotations}: {exc.strerror or exc}")
-    except ValueError as exc:
-        _usage(str(exc))
-    if not images.is_dir():
-        _usage(f"not a folder: {images}")
-    det = _load_detector(model)
+    ann, det = _annotated_set(images, annotations, split, model)
     items, failed = [], 0
     with _progress() as progress:
         task = progress.add_task("reading images", total=len(ann), info="")
