@@ -166,8 +166,9 @@ class BaseEstimator:
         """Save the fitted model to ``path`` (.npz arrays + JSON header, written atomically); returns the
         path as a ``pathlib.Path``.
 
-        Raises :class:`svmcore.NotFittedError` (a ValueError) if the model is not fitted, TypeError if a hyperparameter cannot be stored in
-        JSON, OSError if the folder is not writable (an existing file at ``path`` is then left intact).
+        Raises :class:`svmcore.NotFittedError` (a ValueError) if the model is not fitted, TypeError if a
+        hyperparameter cannot be stored in JSON, OSError if the folder is not writable (an existing file at
+        ``path`` is then left intact).
         """
         return persistence.save(self, path)
 
