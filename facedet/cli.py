@@ -582,6 +582,8 @@ def calibrate(
                 _report("failed", exc)
                 failed += 1
         neg, nfail = _read_images(_image_files(negatives), progress, "reading negatives") if negatives else ([], 0)
+        if not any(len(boxes) for _, boxes in items):
+            _usage(f"{annotations}: no face to calibrate on in the readable images (faces flagged ignore are left out)")
         progress.add_task("calibrating", total=None, info="")
         try:
             det, n_faces = calibrate_box(det, [item for item in items if len(item[1])])

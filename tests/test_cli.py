@@ -341,3 +341,7 @@ def test_calibrate_refits_the_shipped_box_map_and_operating_point(data_dir, tmp_
     assert f1(det) >= f1(Detector.load(tmp_path / "box.npz"))
     r = runner.invoke(app, [*args[:4], str(tmp_path / "nowhere"), *args[5:], "--out", str(tmp_path / "x.npz")])
     assert r.exit_code == 2 and "not a folder" in r.stderr
+    ignored = tmp_path / "ignored.csv"
+    ignored.write_text("image,x,y,w,h,ignore\n2008_002470.jpg,10,10,50,50,1\n")
+    r = runner.invoke(app, [*args[:6], str(ignored), "--out", str(tmp_path / "x.npz")])
+    assert r.exit_code == 2 and "no face to calibrate on" in r.stderr
