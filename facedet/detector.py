@@ -54,24 +54,30 @@ def as_grey(image):
     return np.ascontiguousarray(a)
 
 
-def check_params(*, scale_factor=1.2, stride=2, min_size=20, max_size=None, threshold=0.0, refine=None,
-                 merge_iou=0.3, min_neighbors=2, box=(0.0, 0.0, 1.0)):
-    """Check a :class:`Detector`'s scanning parameters (meanings there) and return ``box`` as a float tuple.
+def check_params(**params):
+    """Check :class:`Detector` scanning parameters (its keyword parameters but ``features``; meanings and
+    defaults there) and return ``box`` as a float tuple.
 
     Training calls it before any work, so that a bad value fails in seconds, not after the SVM fit.
     Raises ValueError/TypeError for out-of-range or unknown parameters.
     """
+    defaults = {k: v for k, v in Detector.__init__.__kwdefaults__.items() if k != "features"}
+    unknown = sorted(set(params) - set(defaults))
+    if unknown:
+        raise TypeError(f"unknown detector parameter(s): {', '.join(unknown)}")
+    p = {**defaults, **params}
     # a step of 1.0001 made 46,805 pyramid levels for a 512 px image; 1.01 makes 330
-    check_scalar(scale_factor, "scale_factor", lo=1.01)
-    check_scalar(stride, "stride", lo=1, hi=WINDOW, integer=True)  # beyond a window, stretches go unscanned
-    check_scalar(min_size, "min_size", lo=1)
-    if max_size is not None:
-        check_scalar(max_size, "max_size", lo=min_size)
-    check_scalar(threshold, "threshold")
-    if refine is not None:
-        check_scalar(refine, "refine")
-    check_scalar(merge_iou, "merge_iou", lo=0, hi=1, lo_open=True)
-    check_scalar(min_neighbors, "min_neighbors", lo=1, integer=True)
+    check_scalar(p["scale_factor"], "scale_factor", lo=1.01)
+    check_scalar(p["stride"], "stride", lo=1, hi=WINDOW, integer=True)  # beyond a window, stretches go unscanned
+    check_scalar(p["min_size"], "min_size", lo=1)
+    if p["max_size"] is not None:
+        check_scalar(p["max_size"], "max_size", lo=p["min_size"])
+    check_scalar(p["threshold"], "threshold")
+    if p["refine"] is not None:
+        check_scalar(p["refine"], "refine")
+    check_scalar(p["merge_iou"], "merge_iou", lo=0, hi=1, lo_open=True)
+    check_scalar(p["min_neighbors"], "min_neighbors", lo=1, integer=True)
+    box = p["box"]
     if np.ndim(box) != 1 or len(box) != 3:
         raise ValueError(f"box: expected (dx, dy, scale), got {box!r}")
     box = tuple(float(check_scalar(b, "box")) for b in box)
