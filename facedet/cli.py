@@ -245,7 +245,8 @@ def train(
     size = (f"{clf.support_.size} support vectors" if classifier == "svc" else
             f"PmSVM p={clf.p}, lookup table {clf.coef_.shape[1]}x{clf.lut_bins}, {clf.n_iter_[0]} epochs")
     faces_fit = int((labels == 1).sum())  # with the mirror images and shifted copies
-    copies = f" ({faces_fit} with mirrors and shifts)" if faces_fit != int(y.sum()) else ""
+    added = " and ".join(w for w, on in (("mirrors", mirror), ("shifts", shifts > 0)) if on)
+    copies = f" ({faces_fit} with {added})" if faces_fit != int(y.sum()) else ""
     out.print(f"trained on {int(y.sum())} faces{copies} and {int((labels != 1).sum())} non-faces ({features} "
               f"features): {size}; wrote {out_path}", markup=False, highlight=False)
     raise typer.Exit(1 if failed or nfail else 0)
@@ -337,8 +338,9 @@ def detect(
                                             "(one <name>.faces.png per image; -2, -3 added when names repeat), or "
                                             "an image file name (.png, .jpg, ...) for a single image."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON: [{image, width, height, faces: "
-                                                       "[{x, y, w, h, score}]}], pixels of the original image "
-                                                       "(a face at the border can extend past it)."),
+                                                       "[{x, y, w, h, score}]}], whole pixels of the original "
+                                                       "image (a face at the border can extend past it), score "
+                                                       "to 4 decimals."),
     threshold: Optional[float] = typer.Option(None, help="SVM decision value above which a window is a face "
                                                          "(default: the model's; higher: fewer, surer faces)."),
     min_size: Optional[float] = typer.Option(None, help="Smallest face side in pixels (default: the model's)."),
