@@ -74,23 +74,42 @@ class ColumnCache:
             store_rows(self.data, victims, active, np.ascontiguousarray(block))
 
 
+# float32 products (sgemm, twice as fast) for rbf while gamma * max ||x - mean||^2 stays below this: their
+# rounding, about 1e-7 of it, then moves an exponent by at most ~1e-5
+RBF_FLOAT32_MAX = 100.0
+
+
 class KernelQ:
-    """Q for a kernel SVM on samples X (n, d), float64 array or CSR; ``y`` (n,) of +-1 or None (one-class)."""
+    """Q for a kernel SVM on samples X (n, d), float64 array or CSR; ``y`` (n,) of +-1 or None (one-class).
+
+    Dense X is centred where that leaves the problem unchanged: for rbf, which sees only differences, and
+    for the linear C-SVC, whose dual is unchanged because y'a = 0 (its rho moves by <mean, w>:
+    :meth:`rho_shift`). A large common offset would otherwise dwarf the differences the solver needs
+    (||a||^2 + ||b||^2 - 2<a, b> cancels; float32 columns lose them): Q is then not PSD and SMO cycles.
+    Inner products are float32 (as exact as the float32 columns they fill) except for CSR rbf and for rbf
+    on far-out points or very large gamma (above :data:`RBF_FLOAT32_MAX`), where they are float64.
+    """
 
     def __init__(self, X, spec: KernelSpec, y=None):
-        if spec.kind == "rbf":
-            # rbf sees only differences, ||a||^2 + ||b||^2 - 2<a, b>: with a large common offset the three
-            # terms dwarf their sum and a float32 product cancels (Q not PSD, SMO cycles). Centring removes
-            # the offset; CSR input, which centring would densify, keeps float64 products.
-            X = X if sp.issparse(X) else X - X.mean(axis=0)
-        # float32 inner products (sgemm) are twice as fast and as exact as the float32 columns they fill
-        self.X = X if sp.issparse(X) and spec.kind == "rbf" else X.astype(np.float32)
+        self.centre = None
+        if not sp.issparse(X) and (spec.kind == "rbf" or (spec.kind == "linear" and y is not None)):
+            self.centre = X.mean(axis=0)
+            X = X - self.centre
         self.n = X.shape[0]
         self.spec = spec
         self.y = None if y is None else np.asarray(y, dtype=np.float32)
         self.sq = row_norms_sq(X)
         self.diagonal = kernel_diagonal(X, spec, self.sq)
+        exact = spec.kind == "rbf" and (sp.issparse(X) or spec.gamma * self.sq.max(initial=0.0) > RBF_FLOAT32_MAX)
+        self.X = X if exact else X.astype(np.float32)
         self._active_len = -1
+
+    def rho_shift(self, alpha, X):
+        """What rho of the uncentred problem adds to the solver's: <mean, w> with w = sum_i alpha_i y_i x_i
+        over the original rows X (n, d) (0 where X was not centred; SVM decision value w'x - rho)."""
+        if self.centre is None or self.spec.kind != "linear":
+            return 0.0
+        return float((alpha * self.y) @ (X @ self.centre))
 
     def rows(self, idx, active):
         """Q[idx][:, active] as a (len(idx), len(active)) float32 array; ``active`` increasing indices."""

@@ -28,6 +28,8 @@ from .qmatrix import ColumnCache
 
 TAU = 1e-12
 _CONVERGED, _NEED_COLUMNS, _BUDGET = 0, 1, 2
+# LIBSVM's safeguard when no max_iter is given: at most max(10^7, 100 n) SMO pair steps
+MAX_PAIR_STEPS, PAIR_STEPS_PER_ROW = 10_000_000, 100
 # io slots shared with the numba loop
 _N_ACTIVE, _CLOCK, _N_ITER, _N_INNER, _SINCE_SHRINK, _N_NEED, _HITS = range(7)
 
@@ -367,8 +369,8 @@ def solve(Q, p, y, C, alpha0, *, tol=1e-3, working_set_size=None, cache_size=200
     Q: a Q-matrix (``qmatrix.KernelQ`` or ``qmatrix.PrecomputedQ``) with n variables; p, y, C, alpha0:
     (n,) float64, y in {+1, -1}, alpha0 feasible (0 <= alpha0 <= C). ``working_set_size`` q >= 2 (None:
     64); ``cache_size``: MB of cached columns (at least 2q + 64 columns are kept); ``tol``: stopping tolerance
-    on the KKT violation m(a) - M(a); ``max_iter``: bound on iterations (None: none; a RuntimeWarning is
-    issued when it is reached); ``callback(info)`` is called about every 1000 iterations with a dict
+    on the KKT violation m(a) - M(a); ``max_iter``: bound on iterations (working sets solved; None: LIBSVM's
+    safeguard, at most max(10^7, 100 n) SMO pair steps; a RuntimeWarning is issued when either is reached); ``callback(info)`` is called about every 1000 iterations with a dict
     (n_iter, kkt_violation, n_active, seconds). Raises ValueError for an infeasible alpha0 or q < 2.
     """
     n = Q.n
@@ -396,10 +398,11 @@ def solve(Q, p, y, C, alpha0, *, tol=1e-3, working_set_size=None, cache_size=200
     fo = np.zeros(1)
     shrink_every = max(1, 1000 // q) if shrinking else 0
     budget = 1000
+    pair_step_cap = max(MAX_PAIR_STEPS, PAIR_STEPS_PER_ROW * n)  # an endless loop on a badly scaled problem becomes a warning
     converged = False
     while True:
         left = budget if max_iter is None else min(budget, max_iter - int(io[_N_ITER]))
-        if left <= 0:
+        if left <= 0 or (max_iter is None and io[_N_INNER] >= pair_step_cap):
             break
         status = _iterate(G, alpha, y, C, diag, active, io, fo, cache.data, cache.slot_of, cache.last_used,
                           q, tol, shrink_every, left, need)
@@ -441,8 +444,10 @@ def solve(Q, p, y, C, alpha0, *, tol=1e-3, working_set_size=None, cache_size=200
     if not converged:
         _, m, M = violation_extremes(G, alpha, y, C, all_idx)
         violation = m - M
-        warnings.warn(f"solver stopped at max_iter={max_iter} with KKT violation {violation:.3g} > tol={tol}",
-                      RuntimeWarning, stacklevel=2)
+        where = (f"at max_iter={max_iter}" if max_iter is not None else
+                 f"after {int(io[_N_INNER])} SMO steps (the cap without max_iter, max(10^7, 100 n) as LIBSVM's)")
+        warnings.warn(f"solver stopped {where} with KKT violation {violation:.3g} > tol={tol}; scaling the "
+                      "features may help", RuntimeWarning, stacklevel=2)
     objective = 0.5 * float(alpha @ (G + p))
     hit_rate = io[_HITS] / max(io[_HITS] + cache.misses, 1)
     seconds = time.perf_counter() - start

@@ -85,7 +85,11 @@ class _KernelSVM(BaseEstimator):
             Xm = X
         else:
             Xm = X[np.ix_(rows, rows)] if spec.kind == "precomputed" else X[rows]
-        return self._run(self._make_q(Xm, spec, ys), -np.ones(len(rows)), ys, C, np.zeros(len(rows)))
+        Q = self._make_q(Xm, spec, ys)
+        res = self._run(Q, -np.ones(len(rows)), ys, C, np.zeros(len(rows)))
+        if isinstance(Q, KernelQ):
+            res.rho += Q.rho_shift(res.alpha, Xm)
+        return res
 
     @staticmethod
     def _binary_decision(X, spec, train, coef, intercept, rows):
@@ -204,7 +208,7 @@ class SVC(ClassifierMixin, _KernelSVM):
     Parameters: C > 0; kernel "linear" | "poly" | "rbf" | "precomputed"; degree (poly); gamma "scale" |
     "auto" | float > 0 (as in scikit-learn); coef0; tol (KKT violation, LIBSVM's eps); cache_size in MB
     for kernel columns; working_set_size q >= 2 (None: 64); shrinking; max_iter (iterations, None:
-    until converged); verbose (bool); callback(info dict) about every 1000 iterations (progress bars; with
+    until converged, or LIBSVM's safeguard of max(10^7, 100 n) SMO steps, with a RuntimeWarning); verbose (bool); callback(info dict) about every 1000 iterations (progress bars; with
     probability=True it also reports the cross-validation fits); class_weight None | "balanced" | dict
     {label: weight >= 0} (scikit-learn's meaning: w_i = class_weight[y_i] * sample_weight[i]; "balanced" =
     n / (n_classes * bincount(y)) over all training rows, also for the one-vs-one pairs; labels missing

@@ -410,3 +410,46 @@ def test_rbf_ignores_a_common_offset_in_the_features(pendigits_small):
     one = svmcore.OneClassSVM(nu=0.2, gamma=2.0).fit(X + shift)
     ref = sk.OneClassSVM(nu=0.2, gamma=2.0).fit(X + shift)
     np.testing.assert_allclose(one.decision_function(Xt + shift), ref.decision_function(Xt + shift), atol=2e-3)
+
+
+@pytest.mark.timeout(120)  # before the fix: a wrong model at BIG = 1e3, an endless loop at 1e4
+def test_rbf_with_far_out_points_uses_exact_products(ijcnn1_small):
+    X, y = ijcnn1_small[0][:800], ijcnn1_small[1][:800]
+    big = 1e4  # a two-valued unscaled column (0 or 1e4): centring cannot bring both modes near the mean
+    X = np.hstack([X, (np.arange(len(X)) % 2)[:, None] * big])
+    ours = svmcore.SVC(C=10.0, gamma=0.5).fit(X, y)
+    ref = sk.SVC(C=10.0, gamma=0.5).fit(X, y)
+    K = pairwise_kernel(X, kernel="rbf", gamma=0.5)
+    exact = dual_objective(K[np.ix_(ours.support_, ours.support_)], ours.dual_coef_[0])
+    assert exact == pytest.approx(dual_objective(K[np.ix_(ref.support_, ref.support_)], ref.dual_coef_[0]),
+                                  rel=1e-5)
+    assert ours.objective_ == pytest.approx(exact, rel=1e-5)  # the solver's own view is exact too
+    np.testing.assert_allclose(ours.decision_function(X), ref.decision_function(X), atol=2e-3)
+
+
+@pytest.mark.timeout(120)  # before the fix: objective +115 instead of -58 at offset 100, no end at 1e4
+@pytest.mark.parametrize("shift", [100.0, 1e4])
+def test_linear_svc_ignores_a_common_offset(cbcl_small, shift):
+    X, y, Xt = cbcl_small[0][:800], cbcl_small[1][:800], cbcl_small[2]
+    plain = svmcore.SVC(kernel="linear", C=1.0).fit(X, y)
+    ref = sk.SVC(kernel="linear", C=1.0).fit(X, y)  # LIBSVM on the shifted data loses it (64% at 1e4)
+    ours = svmcore.SVC(kernel="linear", C=1.0).fit(X + shift, y)  # y'a = 0: the same dual problem
+    assert ours.objective_ == pytest.approx(plain.objective_, rel=1e-5)
+    K = X @ X.T
+    assert dual_objective(K[np.ix_(ours.support_, ours.support_)], ours.dual_coef_[0]) == pytest.approx(
+        dual_objective(K[np.ix_(ref.support_, ref.support_)], ref.dual_coef_[0]), rel=1e-5)
+    # the intercept moves with the data: the same decision values on the shifted test rows
+    f = ours.decision_function(Xt + shift)
+    np.testing.assert_allclose(f, plain.decision_function(Xt), atol=2e-3)
+    np.testing.assert_allclose(f, ref.decision_function(Xt), rtol=2e-3, atol=2e-3)  # two solvers at tol 1e-3
+
+
+def test_solver_without_max_iter_stops_at_libsvms_cap(cbcl_small, monkeypatch):
+    from svmcore import smo
+
+    X, y = cbcl_small[0], cbcl_small[1]
+    monkeypatch.setattr(smo, "MAX_PAIR_STEPS", 1000)  # the cap: max(10^7, 100 n) pair steps
+    monkeypatch.setattr(smo, "PAIR_STEPS_PER_ROW", 0)
+    with pytest.warns(RuntimeWarning, match=r"after \d+ SMO steps \(the cap without max_iter"):
+        m = svmcore.SVC(kernel="rbf", C=1e4).fit(X, y)
+    assert m.kkt_violation_ > 1e-3 and m.n_iter_ > 0
