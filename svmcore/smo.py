@@ -370,8 +370,9 @@ def solve(Q, p, y, C, alpha0, *, tol=1e-3, working_set_size=None, cache_size=200
     (n,) float64, y in {+1, -1}, alpha0 feasible (0 <= alpha0 <= C). ``working_set_size`` q >= 2 (None:
     64); ``cache_size``: MB of cached columns (at least 2q + 64 columns are kept); ``tol``: stopping tolerance
     on the KKT violation m(a) - M(a); ``max_iter``: bound on iterations (working sets solved; None: LIBSVM's
-    safeguard, at most max(10^7, 100 n) SMO pair steps; a RuntimeWarning is issued when either is reached); ``callback(info)`` is called about every 1000 iterations with a dict
-    (n_iter, kkt_violation, n_active, seconds). Raises ValueError for an infeasible alpha0 or q < 2.
+    safeguard, at most max(10^7, 100 n) SMO pair steps; a RuntimeWarning is issued when either is reached);
+    ``callback(info)`` is called about every 1000 iterations with a dict (n_iter, kkt_violation, n_active,
+    seconds). Raises ValueError for an infeasible alpha0 or q < 2.
     """
     n = Q.n
     y = np.ascontiguousarray(y, dtype=np.float64)
@@ -398,7 +399,7 @@ def solve(Q, p, y, C, alpha0, *, tol=1e-3, working_set_size=None, cache_size=200
     fo = np.zeros(1)
     shrink_every = max(1, 1000 // q) if shrinking else 0
     budget = 1000
-    pair_step_cap = max(MAX_PAIR_STEPS, PAIR_STEPS_PER_ROW * n)  # an endless loop on a badly scaled problem becomes a warning
+    pair_step_cap = max(MAX_PAIR_STEPS, PAIR_STEPS_PER_ROW * n)  # a badly scaled problem warns, never hangs
     converged = False
     while True:
         left = budget if max_iter is None else min(budget, max_iter - int(io[_N_ITER]))
