@@ -164,8 +164,10 @@ class Detector:
         return self._scorer(features, floor)
 
     def windows_to_boxes(self, windows):
-        """Map window boxes (k, >=4) [x, y, s, s, ...] to face boxes with the calibration ``box``; extra columns kept.
-        ValueError for another shape."""
+        """Map window boxes (k, >=4) [x, y, w, h, ...] to square face boxes with the calibration ``box``; extra
+        columns kept. The window's side s is its width w: pyramid levels are whole pixels, so h = 19 sy differs
+        from w = 19 sx by the rounding of the level's size (under 1% on most levels, about 3% on the top level
+        of a small image). ValueError for another shape."""
         w = np.asarray(windows, dtype=np.float64)
         if w.ndim != 2 or w.shape[1] < 4:
             raise ValueError(f"windows: expected shape (k, >= 4), got {w.shape}")
@@ -178,8 +180,8 @@ class Detector:
         return out
 
     def scan_windows(self, image, return_windows=False, threads=None):
-        """Every window above ``threshold`` (not merged, not calibrated): (k, 5) [x, y, s, s, score] in original
-        pixels, and with ``return_windows`` the (k, 19, 19) uint8 windows. threads: pyramid levels scanned at
+        """Every window above ``threshold`` (not merged, not calibrated): (k, 5) [x, y, w, h, score] in original
+        pixels (w and h differ by the level's rounding to whole pixels), and with ``return_windows`` the (k, 19, 19) uint8 windows. threads: pyramid levels scanned at
         once (None: $NUMBA_NUM_THREADS or every core, at most 4; the result does not depend on it). See
         :func:`facedet.scan.scan`."""
         k = self.box[2]

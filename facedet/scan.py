@@ -36,16 +36,20 @@ _MARGIN = 1e-3
 def pyramid_scales(height, width, scale_factor=1.2, min_window=WINDOW, max_window=None):
     """Scales s (window side in original pixels = 19 s) from ``min_window`` up by ``scale_factor``.
 
-    Stops when the window no longer fits the image or exceeds ``max_window`` pixels. Returns a list of floats.
+    Stops when the window no longer fits the image or exceeds ``max_window`` pixels. A scale whose level
+    (the image at 1/s, rounded to whole pixels) has the size of the previous one is left out: it would scan
+    the same windows again (steps close to 1 on small images). Returns a list of floats.
     """
     if scale_factor <= 1:
         raise ValueError(f"scale_factor: must be > 1, got {scale_factor!r}")
     limit = min(height, width) if max_window is None else min(height, width, max_window)
-    scales = []
+    scales, last = [], None
     s = max(min_window, 1) / WINDOW
     while WINDOW * s <= limit + 1e-9:
-        scales.append(s)
-        s *= scale_factor
+        size = _level_size(height, width, s)
+        if size != last:
+            scales.append(s)
+        s, last = s * scale_factor, size
     return scales
 
 
@@ -138,10 +142,15 @@ def neighbours(ys, xs, radius, n_rows, n_cols, stride=1):
     return lin // n_cols, lin % n_cols
 
 
+def _level_size(H, W, s):
+    """(width, height) in whole pixels of the pyramid level of scale s."""
+    return max(WINDOW, int(round(W / s))), max(WINDOW, int(round(H / s)))
+
+
 def _resize(grey, s):
     """The pyramid level of scale s (window side 19 s in original pixels): (level, sx, sy)."""
     H, W = grey.shape
-    size = (max(WINDOW, int(round(W / s))), max(WINDOW, int(round(H / s))))
+    size = _level_size(H, W, s)
     level = grey if size == (W, H) else cv2.resize(grey, size, interpolation=cv2.INTER_AREA)
     return level, W / size[0], H / size[1]
 

@@ -130,6 +130,10 @@ def test_pyramid_scales():
     assert pyramid_scales(480, 640, 1.2, min_window=20, max_window=100)[-1] * 19 <= 100
     with pytest.raises(ValueError):
         pyramid_scales(100, 100, 1.0)
+    # a step close to 1 rounds neighbouring scales to the same level size: each size is scanned once
+    s = pyramid_scales(512, 512, 1.01)
+    sizes = [(round(512 / v), round(512 / v)) for v in s]
+    assert len(set(sizes)) == len(sizes) and 19 * s[-1] <= 512 and len(s) > 200
 
 
 def brute_force(grey, score_fn, scale_factor, min_window, stride=2):
