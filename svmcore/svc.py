@@ -134,6 +134,16 @@ class _KernelSVM(BaseEstimator):
             return KernelSpec("rbf", self.gamma_)
         return KernelSpec(kernel, self.gamma_, int(self._param("degree")), float(self._param("coef0")))
 
+    @property
+    def coef_(self):
+        """Primal weights of a linear kernel, w = dual_coef_ @ support_vectors_: (n_models, n_features_in_)
+        float64, one row per binary model (decision value w'x + intercept_). Raises AttributeError for other
+        kernels (as scikit-learn's SVC: ``hasattr`` tells) and :class:`svmcore.NotFittedError` before fit."""
+        check_fitted(self, "dual_coef_")
+        if self._param("kernel") != "linear":
+            raise AttributeError(f"coef_ exists for kernel='linear' only, not {self._param('kernel')!r}")
+        return self.dual_coef_ @ self.support_vectors_
+
     def _pairwise_decision(self, X):
         """f_m(x) = sum_i dual_coef_[m, i] K(sv_i, x) + intercept_[m] of every binary model: (n, n_models)."""
         check_fitted(self, "dual_coef_")
@@ -227,7 +237,8 @@ class SVC(ClassifierMixin, _KernelSVM):
     probability=True also probA_, probB_ (m,) float64: P(classes_[b] | x in class a or b) = 1 / (1 +
     exp(probA_[m] f_m(x) + probB_[m])), f_m the pair's decision value (> 0 means classes_[b]); LIBSVM and
     scikit-learn state the same sigmoid for classes_[a] with decision value -f_m, so their probA_ equals
-    ours and their probB_ is -probB_.
+    ours and their probB_ is -probB_. Computed from these: n_support_ (k,) int64, support vectors per
+    class; coef_ (m, d), the primal weights, for kernel="linear" only.
     Raises TypeError/ValueError for bad input: NaN/inf, wrong shapes, empty X, a single class, C <= 0,
     unknown kernel, bad class_weight; :class:`svmcore.NotFittedError` (a ValueError) before fit.
     Working-set selection and the SMO step: Fan, Chen, Lin, JMLR 2005 (LIBSVM).
@@ -331,6 +342,19 @@ class SVC(ClassifierMixin, _KernelSVM):
         """
         F = self._pairwise_decision(X)
         return F[:, 0] if F.shape[1] == 1 else ovo_votes(F, ovo_pairs(len(self.classes_)), len(self.classes_))
+
+    @property
+    def n_support_(self):
+        """Support vectors per class, (k,) int64 in classes_ order: a row's class is read from the sign of its
+        coefficient in any model it belongs to (y = +1 for classes_[b] of pair (a, b)). Raises
+        :class:`svmcore.NotFittedError` before fit."""
+        check_fitted(self, "dual_coef_")
+        pairs = np.asarray(ovo_pairs(len(self.classes_)), dtype=np.int64).reshape(-1, 2)
+        coef = self.dual_coef_
+        model = np.argmax(coef != 0, axis=0)  # the first model each support vector belongs to
+        positive = coef[model, np.arange(coef.shape[1])] > 0
+        return np.bincount(np.where(positive, pairs[model, 1], pairs[model, 0]),
+                           minlength=len(self.classes_)).astype(np.int64)
 
     def predict(self, X):
         """Class labels (n,) from classes_: for two classes classes_[1] where decision_function(X) > 0, else

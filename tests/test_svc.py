@@ -295,6 +295,28 @@ def test_multiclass_one_vs_one_matches_libsvm(pendigits_small, tmp_path):
     back = svmcore.load(ours.save(tmp_path / "digits.npz"))
     np.testing.assert_array_equal(back.decision_function(Xt), votes)
     assert list(back.classes_) == list("abcdefghij")
+    # support vectors per class: LIBSVM's counts, up to the few rows the two tolerances treat differently
+    assert ours.n_support_.sum() == ours.support_.size
+    assert np.abs(ours.n_support_ - ref.n_support_).max() <= 0.02 * ref.n_support_.max()
+    assert not hasattr(ours, "coef_")  # rbf: no primal weights, as scikit-learn
+
+
+def test_linear_coef_and_n_support_match_libsvm(cbcl_small, pendigits_small):
+    X, y, Xt, _ = cbcl_small
+    ours = svmcore.SVC(kernel="linear", C=0.1).fit(X, y)
+    ref = sk.SVC(kernel="linear", C=0.1).fit(X, y)
+    assert ours.coef_.shape == (1, X.shape[1])
+    np.testing.assert_allclose(Xt @ ours.coef_[0] + ours.intercept_[0], ours.decision_function(Xt), atol=1e-9)
+    assert np.corrcoef(ours.coef_[0], ref.coef_[0])[0, 1] > 0.9999
+    np.testing.assert_array_equal(ours.n_support_, ref.n_support_)
+    X, y = pendigits_small[:2]
+    ours = svmcore.SVC(kernel="linear", C=1.0).fit(X, y)
+    ref = sk.SVC(kernel="linear", C=1.0).fit(X, y)
+    # pair (a, b): LIBSVM's positive class is a, ours b
+    np.testing.assert_allclose(ours.coef_, -ref.coef_, atol=2e-2 * np.abs(ref.coef_).max())
+    assert np.abs(ours.n_support_ - ref.n_support_).max() <= 2
+    with pytest.raises(svmcore.NotFittedError):
+        svmcore.SVC(kernel="linear").coef_
 
 
 def _libsvm_pair_coef(ref, y, n):
