@@ -86,13 +86,17 @@ class DecisionScorer:
 
 class LUTScorer:
     """f(x) = intercept + sum_j T_j(x_j) for nonnegative feature rows x (n, d): a binary PmSVM's lookup table
-    (``table_[0]``, (d, N)), evaluated by :func:`svmcore.pmsvm.lut_decision`; equals the PmSVM's
-    ``decision_function``. Features are passed as float32 when they arrive so (no copy); returns float64 (n,).
+    (``table_[0]``, (d, N)) with its feature units ``x_max_`` ((d,), or one number for all features), evaluated
+    by :func:`svmcore.pmsvm.lut_decision`; equals the PmSVM's ``decision_function``. Features are passed as
+    float32 when they arrive so (no copy); returns float64 (n,).
     """
 
     def __init__(self, table, x_max, intercept):
+        from svmcore.pmsvm import check_x_max
+
         self.table = np.ascontiguousarray(table, dtype=np.float64)[None]
-        self.x_max = float(x_max)
+        # the feature units (d,): PmSVM.x_max_, or one number for all features as models of earlier versions had
+        self.x_max = check_x_max(x_max, self.table.shape[1])
         self.intercept = np.array([float(intercept)])
 
     def __call__(self, X, floor=-np.inf):

@@ -18,13 +18,16 @@ g_j(q) ~ e(q)^T w_j with w_j = sum_i alpha_i y_i beta(x_ij), beta(x) = pinv(E) m
 E_kl = e(c_k)_l, m(x)_k = M_p(c_k, x). One coordinate step therefore costs O(nnz(x_i)) for the
 gradient (3 products per nonzero) and as much for the update of w. This is the non-symmetric kernel
 approximation of Eq. (40): k~(q, x) = sum_j [q_j > 0] e(q_j)^T beta(x_j) (exact zero for q_j = 0).
-Features are measured in units of s = ``x_max_`` (the largest training feature value), so the anchors
-(0.01, 0.06, 0.75) and b = 0.05 of the paper apply to [0, 1]; with more than 3 anchors the basis has
-n_anchors terms and the anchors are Chebyshev nodes in t over [0, 1] (Eq. 41).
+Each feature j is measured in its own unit s_j = ``x_max_[j]`` (its largest training value; 1 for a feature
+never positive in training), so the anchors (0.01, 0.06, 0.75) and b = 0.05 of the paper apply to [0, 1] in
+every dimension; with more than 3 anchors the basis has n_anchors terms and the anchors are Chebyshev nodes in
+t over [0, 1] (Eq. 41). This is exact: each term of the kernel is homogeneous of degree 1 in its own dimension,
+M_p(a, b) = s_j M_p(a/s_j, b/s_j), so the model is the same additive kernel's; only the approximation (and the
+lookup table's nodes) follow each feature's range, and one large value or feature leaves the others' alone.
 
-PmSVM-LUT replaces e(x) and beta(x) by two tables over N = ``lut_bins`` equally spaced nodes of [0, s]
+PmSVM-LUT replaces e(x) and beta(x) by two tables over N = ``lut_bins`` equally spaced nodes of [0, s_j]
 (values are rounded to the nearest node in training). A trained model scores through the per-dimension table
-``table_[m, j, k] = e(node_k / s)^T coef_[m, j]`` (coef_ = s w, in feature units) plus
+``table_[m, j, k] = e(node_k / s_j)^T coef_[m, j]`` (coef_[m, j] = s_j w_j, in feature units) plus
 ``intercept_[m]``: O(d) per sample, independent of the number of training samples (:func:`lut_decision`);
 a table beyond ``TABLE_MAX_BYTES`` is not built, and the same interpolation is computed from coef_.
 """
@@ -43,7 +46,7 @@ from ._validation import (check_array, check_choice, check_class_weight, check_f
 from .base import BaseEstimator, ClassifierMixin
 from .multiclass import ovo_pairs, ovo_votes
 
-PAPER_ANCHORS = (0.01, 0.06, 0.75)  # Eq. (31), in units of x_max
+PAPER_ANCHORS = (0.01, 0.06, 0.75)  # Eq. (31), in units of x_max (each feature's own)
 OFFSET_B = 0.05  # b in e(q) = (1, ln(q + b), ln^2(q + b)), Eq. (25)
 MAX_ANCHORS = 10  # beyond this the polynomial basis in t is ill-conditioned and gains nothing
 # Larger lookup tables are not built (105 one-vs-rest models x 55,197 sector features x 1000 bins would take
@@ -208,27 +211,49 @@ def regression_weights(u, anchors, p):
     return m @ np.linalg.pinv(E).T
 
 
+def check_x_max(x_max, d, name="x_max"):
+    """The feature units as a (d,) float64 array: ``x_max`` is a positive number (one unit for all features, as
+    models before per-feature units had) or a (d,) array of them. Raises ValueError for another shape, NaN,
+    infinity or a unit <= 0, TypeError for non-numbers."""
+    if isinstance(x_max, (bool, np.bool_, str, bytes)):
+        raise TypeError(f"{name}: expected a positive number or a ({d},) array of them, got {x_max!r}")
+    a = np.asarray(x_max)
+    if a.dtype.kind not in "iuf":
+        raise TypeError(f"{name}: expected a positive number or a ({d},) array of them, got dtype {a.dtype}")
+    a = a.astype(np.float64)
+    if a.ndim == 0:
+        a = np.full(d, float(a))
+    if a.shape != (d,):
+        raise ValueError(f"{name}: expected a number or one unit per feature, shape ({d},); got shape {a.shape}")
+    if not (np.isfinite(a).all() and (a > 0).all()):
+        bad = a[~(np.isfinite(a) & (a > 0))][0] if a.size else None
+        raise ValueError(f"{name} must hold positive finite numbers (the feature units, PmSVM.x_max_); found {bad!r}")
+    return a
+
+
 def approx_kernel(Q, X, p=-1.0, n_anchors=3, x_max=1.0):
     """Non-symmetric PmSVM kernel approximation of Eq. (40), (n_q, n_x) float64.
 
-    K~[i, j] = x_max * sum_k e(Q[i, k] / x_max)^T beta(X[j, k] / x_max): the first argument is the
+    K~[i, j] = sum_k s_k e(Q[i, k] / s_k)^T beta(X[j, k] / s_k), s = x_max: the first argument is the
     regressed (query) one, the second enters through the anchor values M_p(c, x). Q (n_q, d), X (n_x, d)
-    nonnegative arrays (or CSR, densified); features above x_max are extrapolated. Raises ValueError for
-    negative or non-finite entries, p > 0, x_max <= 0, or n_anchors outside 2..10.
+    nonnegative arrays (or CSR, densified); x_max a positive number (one unit for all features) or a (d,)
+    array of per-feature units, e.g. ``PmSVM.x_max_``; features above their unit are extrapolated. Raises
+    ValueError for negative or non-finite entries, p > 0, a unit <= 0 or not finite, x_max of another shape,
+    or n_anchors outside 2..10.
     """
     p = check_p(p)
-    x_max = float(check_scalar(x_max, "x_max", lo=0, lo_open=True))
     anchors = pmsvm_anchors(n_anchors)
     Q = check_array(Q, "Q", allow_sparse=True)
     X = check_array(X, "X", allow_sparse=True)
     check_nonnegative(Q, "Q")
     check_nonnegative(X, "X")
     check_n_features(X, Q.shape[1], "X", other="Q")
+    x_max = check_x_max(x_max, Q.shape[1])
     Q = Q.toarray() if sp.issparse(Q) else Q
     X = X.toarray() if sp.issparse(X) else X
     e = explanatory_variables(Q / x_max, len(anchors))  # (n_q, d, B)
-    beta = regression_weights(X / x_max, anchors, p)  # (n_x, d, B)
-    return x_max * np.einsum("idb,jdb->ij", e, beta)
+    beta = regression_weights(X / x_max, anchors, p) * x_max[:, None]  # (n_x, d, B), in feature units
+    return np.einsum("idb,jdb->ij", e, beta)
 
 
 def approximation_error(p=-1.0, n_anchors=3, step=0.01):
@@ -274,7 +299,7 @@ def _lut_dense(X, table, inv_step, intercept, out):
         for m in range(n_models):
             out[i, m] = intercept[m]
         for j in range(d):
-            _lut_add(out, i, table, j, X[i, j] * inv_step)
+            _lut_add(out, i, table, j, X[i, j] * inv_step[j])
 
 
 @nb.njit(cache=True, parallel=True, fastmath=True, nogil=True)
@@ -285,24 +310,27 @@ def _lut_csr(indptr, indices, data, table, inv_step, intercept, out):
         for m in range(n_models):
             out[i, m] = intercept[m]
         for q in range(indptr[i], indptr[i + 1]):
-            _lut_add(out, i, table, indices[q], data[q] * inv_step)
+            j = indices[q]
+            _lut_add(out, i, table, j, data[q] * inv_step[j])
 
 
 def lut_decision(X, table, x_max, intercept):
     """Score feature vectors with a PmSVM lookup table in O(d) per vector: (n, n_models) float64.
 
     For each model m: f_m(x) = intercept[m] + sum_j T_m,j(x_j), where T_m,j linearly interpolates the
-    table row ``table[m, j, :]`` over the N = table.shape[2] equally spaced nodes 0, h, ..., x_max
-    (h = x_max / (N - 1)): with s = x_j / h, k = floor(s), w = s - k,
-    T_m,j(x_j) = table[m, j, k] + w (table[m, j, k+1] - table[m, j, k]); x_j >= x_max gives
+    table row ``table[m, j, :]`` over the N = table.shape[2] equally spaced nodes 0, h_j, ..., s_j of feature j
+    (s_j = x_max[j], h_j = s_j / (N - 1)): with s = x_j / h_j, k = floor(s), w = s - k,
+    T_m,j(x_j) = table[m, j, k] + w (table[m, j, k+1] - table[m, j, k]); x_j >= s_j gives
     table[m, j, N-1] (no extrapolation) and x_j <= 0 gives 0 (table[m, j, 0] is 0 by construction).
 
     X: (n, d) float32/float64 array or CSR matrix of finite nonnegative features (not checked here: this
     is the detector's hot path; negative values score 0). table: (n_models, d, N) float32 or float64,
-    e.g. ``PmSVM.table_``; x_max: ``PmSVM.x_max_``; intercept: (n_models,), ``PmSVM.intercept_``. For a
+    e.g. ``PmSVM.table_``; x_max: the feature units, a (d,) array (``PmSVM.x_max_``) or one positive number
+    for all features (the unit of models saved before per-feature units); intercept: (n_models,),
+    ``PmSVM.intercept_``. For a
     binary PmSVM the positive class ``classes_[1]`` scores > 0; for a one-vs-one model the columns are
     the pairwise values (``PmSVM.decision_function`` turns them into votes). Raises ValueError for
-    mismatched shapes or x_max not a positive number.
+    mismatched shapes or an x_max that is not a positive number or a (d,) array of them.
     """
     table = np.asarray(table)
     if table.dtype not in (np.float32, np.float64):
@@ -311,13 +339,12 @@ def lut_decision(X, table, x_max, intercept):
     if table.ndim != 3 or table.shape[2] < 2 or intercept.shape != (table.shape[0],):
         raise ValueError(f"lut_decision: table must be (n_models, d, N>=2) with intercept (n_models,); got "
                          f"{table.shape} and {intercept.shape}")
-    if not (np.isfinite(x_max) and x_max > 0):
-        raise ValueError(f"lut_decision: x_max must be a positive number (PmSVM.x_max_), got {x_max!r}")
+    x_max = check_x_max(x_max, table.shape[1], "lut_decision: x_max")
     if not sp.issparse(X):
         X = np.asarray(X)
     if X.ndim != 2 or X.shape[1] != table.shape[1]:
         raise ValueError(f"lut_decision: X has shape {X.shape}, the table expects {table.shape[1]} features")
-    inv_step = (table.shape[2] - 1) / float(x_max)
+    inv_step = (table.shape[2] - 1) / x_max  # (d,): table positions per feature unit
     out = np.empty((X.shape[0], table.shape[0]))
     if sp.issparse(X):
         X = sp.csr_matrix(X)
@@ -390,32 +417,36 @@ def _margin(i, indptr, indices, codes, ev, w, bias_w):
 
 
 @nb.njit(cache=True)
-def _add_row(i, indptr, indices, codes, beta, w, step):
-    """w_j += step * beta(x_q) for the positions q of row i (beta(x_q) = beta[codes[q]]), as in :func:`_margin`."""
+def _add_row(i, indptr, indices, codes, beta, unit, w, step):
+    """w_j += step * unit[j] * beta(x_q) for the positions q of row i (beta(x_q) = beta[codes[q]], in units of
+    feature j; unit[j] = s_j turns it into feature units), as in :func:`_margin`."""
     lo, hi, dense = _row_span(i, indptr, indices, w.shape[0])
     if beta.shape[1] == 3 and dense:
         for j in range(hi - lo):
             c = codes[lo + j]
-            w[j, 0] += step * beta[c, 0]
-            w[j, 1] += step * beta[c, 1]
-            w[j, 2] += step * beta[c, 2]
+            t = step * unit[j]
+            w[j, 0] += t * beta[c, 0]
+            w[j, 1] += t * beta[c, 1]
+            w[j, 2] += t * beta[c, 2]
     elif beta.shape[1] == 3:
         for q in range(lo, hi):
             j = indices[q]
             c = codes[q]
-            w[j, 0] += step * beta[c, 0]
-            w[j, 1] += step * beta[c, 1]
-            w[j, 2] += step * beta[c, 2]
+            t = step * unit[j]
+            w[j, 0] += t * beta[c, 0]
+            w[j, 1] += t * beta[c, 1]
+            w[j, 2] += t * beta[c, 2]
     else:
         for q in range(lo, hi):
             j = q - lo if dense else indices[q]
             c = codes[q]
+            t = step * unit[j]
             for b in range(beta.shape[1]):
-                w[j, b] += step * beta[c, b]
+                w[j, b] += t * beta[c, b]
 
 
 @nb.njit(cache=True, parallel=True)
-def _dcd(indptr, indices, codes, ev, beta, qdiag, Y, upper, diag, tol, max_iter, seeds, W, bias, alpha, n_iter,
+def _dcd(indptr, indices, codes, ev, beta, unit, qdiag, Y, upper, diag, tol, max_iter, seeds, W, bias, alpha, n_iter,
          n_passes):
     """Dual CD with shrinking (Hsieh et al. 2008; Wu's Algorithm 3) for each row of Y (one binary problem).
 
@@ -472,7 +503,7 @@ def _dcd(indptr, indices, codes, ev, beta, qdiag, Y, upper, diag, tol, max_iter,
                     old = a[i]
                     a[i] = min(max(old - G / qdiag[i], 0.0), upper[i])
                     delta = (a[i] - old) * y[i]
-                    _add_row(i, indptr, indices, codes, beta, w, delta)
+                    _add_row(i, indptr, indices, codes, beta, unit, w, delta)
                     bias[m] += delta
                 s += 1
             it += 1
@@ -490,7 +521,7 @@ def _dcd(indptr, indices, codes, ev, beta, qdiag, Y, upper, diag, tol, max_iter,
 
 
 @nb.njit(cache=True, parallel=True)
-def _sgd(indptr, indices, codes, ev, beta, Y, C, row_weight, tol, max_iter, seeds, W, bias, n_iter):
+def _sgd(indptr, indices, codes, ev, beta, unit, Y, C, row_weight, tol, max_iter, seeds, W, bias, n_iter):
     """Pegasos-style SGD on w = sum_i alpha_i y_i beta(x_i) (Wu's Algorithm 4), lambda = 1 / (C n); row i's
     hinge loss weighs row_weight[i].
 
@@ -520,7 +551,7 @@ def _sgd(indptr, indices, codes, ev, beta, Y, C, row_weight, tol, max_iter, seed
                 scale *= 1.0 - 1.0 / (t + 1)
                 if y[i] * f < 1.0:
                     step = eta * row_weight[i] * y[i] / scale
-                    _add_row(i, indptr, indices, codes, beta, v, step)
+                    _add_row(i, indptr, indices, codes, beta, unit, v, step)
                     vb += step
                 if scale < 1e-9:  # fold the scale back into v before it underflows
                     v *= scale
@@ -563,7 +594,7 @@ class PmSVM(ClassifierMixin, BaseEstimator):
     C : float > 0, the hinge-loss weight.
     p : float, -inf <= p <= 0; the power mean kernel M_p (-1 chi-square, -8 ~ intersection, 0 Hellinger).
     n_anchors : int 2..10; 3 uses the paper's anchors (0.01, 0.06, 0.75), others Chebyshev nodes (Eq. 41).
-    lut_bins : int >= 2 or None. PmSVM-LUT: features are rounded to N = lut_bins nodes of [0, x_max] in
+    lut_bins : int >= 2 or None. PmSVM-LUT: feature j is rounded to N = lut_bins nodes of [0, x_max_[j]] in
         training and scored by linear interpolation between them (:func:`lut_decision` with ``table_``);
         None trains and scores with the exact explanatory variables e(x) (no table). The table follows
         the current lut_bins: set after fit, it changes the scoring resolution, not the trained weights.
@@ -588,7 +619,9 @@ class PmSVM(ClassifierMixin, BaseEstimator):
     s w_j in feature units (n_models = 1 for two classes, else n_classes for "ovr" and
     n_classes (n_classes - 1) / 2 for "ovo", pairs (a, b), a < b, in lexicographic order, b positive).
     intercept_ : (n_models,) float64.
-    x_max_ : float, the feature unit s (largest training value). table_ : (n_models, d, lut_bins) float64
+    x_max_ : (d,) float64, the feature units s_j (feature j's largest training value, 1.0 if it is never
+    positive in training; files saved with one unit for all features load with it repeated).
+    table_ : (n_models, d, lut_bins) float64
     if lut_bins, the per-dimension lookup table, built from coef_ at first use (scoring or reading it) and
     neither built by fit nor saved, unless it would exceed ``TABLE_MAX_BYTES`` (256 MiB): then there is no
     ``table_`` and decision values come from coef_ with the same interpolation.
@@ -602,8 +635,8 @@ class PmSVM(ClassifierMixin, BaseEstimator):
     hyperparameters; TypeError for non-numeric input.
     """
 
-    _state_arrays = ("coef_", "intercept_", "classes_", "n_iter_")
-    _state_meta = ("x_max_",)
+    _state_arrays = ("coef_", "intercept_", "classes_", "n_iter_", "x_max_")
+    _state_meta = ()
     _live_params = ("lut_bins",)  # the scoring resolution: the table follows it at once
     _positive_input = True
     _params_added_later = {"class_weight": None}
@@ -628,6 +661,20 @@ class PmSVM(ClassifierMixin, BaseEstimator):
         self.multi_class = multi_class
         self.loss = loss
         self.class_weight = class_weight
+
+    @classmethod
+    def _from_state(cls, params, meta, arrays):
+        if "x_max_" in meta and "x_max_" not in arrays:
+            # files written before per-feature units hold one unit for all features, a JSON number in the header;
+            # the same model has that unit in every dimension (the check below refuses a bad one)
+            meta, arrays = dict(meta), dict(arrays)
+            v = meta.pop("x_max_")
+            if isinstance(v, bool) or not isinstance(v, numbers.Real):
+                raise ValueError(f"x_max_ must be a positive number, got {v!r}")
+            coef = arrays.get("coef_")
+            d = coef.shape[1] if isinstance(coef, np.ndarray) and coef.ndim == 3 else 1
+            arrays["x_max_"] = np.full(d, float(v))
+        return super()._from_state(params, meta, arrays)
 
     @classmethod
     def _upgrade_params(cls, params):
@@ -690,12 +737,13 @@ class PmSVM(ClassifierMixin, BaseEstimator):
         row_weight = row_weights(sample_weight, self.class_weight, classes, y_index)
         X = sp.csr_matrix(X)
         X.eliminate_zeros()  # k(0, x) = 0: a zero feature adds nothing to a gradient or an update
-        x_max = float(X.data.max()) if X.nnz else 0.0
-        if x_max <= 0:
+        if not X.nnz:
             raise ValueError("X: all features are zero; nothing to learn")
         n, d = X.shape
+        x_max = np.asarray(X.max(axis=0).toarray(), dtype=np.float64).ravel()  # X >= 0: 0 if never positive
+        x_max[x_max <= 0] = 1.0
         n_basis = len(anchors)
-        u = X.data / x_max
+        u = X.data / x_max[X.indices]  # each feature in its own unit: the anchors' [0, 1]
         # 32-bit indices and codes when they fit: less memory traffic per coordinate step (1.1x on CBCL HOG)
         itype = np.int32 if X.nnz < 2 ** 31 else np.int64
         if self.lut_bins is None:
@@ -707,7 +755,8 @@ class PmSVM(ClassifierMixin, BaseEstimator):
             codes = np.minimum(np.rint(u * (self.lut_bins - 1)), self.lut_bins - 1).astype(itype)
             ev = explanatory_variables(nodes, n_basis)
             beta = regression_weights(nodes, anchors, self.p)
-        beta *= x_max  # back to feature units: k(q, x) = s k(q/s, x/s)
+        # beta stays in units of each feature: the solvers' updates multiply it by s_j (k(q, x) = s_j k(q/s_j, x/s_j)
+        # in dimension j), so that one table of lut_bins rows serves all features
         indptr, indices = X.indptr.astype(itype), X.indices.astype(itype)
         if X.nnz >= DENSE_FROM * n * d:
             dense = np.full(n * d, len(ev), dtype=itype)
@@ -734,13 +783,13 @@ class PmSVM(ClassifierMixin, BaseEstimator):
             qdiag = np.asarray(X.sum(axis=1)).ravel() + 1.0 + diag  # k(x, x) = sum_j x_j, +1 for the bias
             alpha = np.zeros((n_models, n))
             n_passes = np.zeros(n_models)
-            _dcd(indptr, indices, codes, ev, beta, qdiag, Y, upper, diag, float(self.tol), int(self.max_iter),
+            _dcd(indptr, indices, codes, ev, beta, x_max, qdiag, Y, upper, diag, float(self.tol), int(self.max_iter),
                  seeds, W, bias, alpha, n_iter, n_passes)
             self.alpha_ = alpha
             self.n_passes_ = n_passes
         else:
-            _sgd(indptr, indices, codes, ev, beta, Y, float(self.C), row_weight, float(self.tol), int(self.max_iter),
-                 seeds, W, bias, n_iter)
+            _sgd(indptr, indices, codes, ev, beta, x_max, Y, float(self.C), row_weight, float(self.tol),
+                 int(self.max_iter), seeds, W, bias, n_iter)
             self.n_passes_ = n_iter.astype(np.float64)  # every SGD epoch visits every sample
             if hasattr(self, "alpha_"):
                 del self.alpha_  # from an earlier dual fit
@@ -788,18 +837,18 @@ class PmSVM(ClassifierMixin, BaseEstimator):
         return table
 
     def _node_e(self, lut_bins):
-        """e at the lut_bins nodes of [0, 1] (x_max_ units): (lut_bins, n_anchors), the rows both scoring paths
-        interpolate."""
+        """e at the lut_bins nodes of [0, 1] (in each feature's unit x_max_[j]): (lut_bins, n_anchors), the rows both
+        scoring paths interpolate."""
         return explanatory_variables(np.linspace(0.0, 1.0, lut_bins), self.coef_.shape[2])
 
     def _expanded(self, X, lut_bins):
-        """E(X), the CSR (n, d * n_anchors) matrix with e(x_ij / x_max_) at columns j * n_anchors + b for the
+        """E(X), the CSR (n, d * n_anchors) matrix with e(x_ij / x_max_[j]) at columns j * n_anchors + b for the
         nonzero x_ij, so that decision values are E(X) @ coef_.reshape(n_models, -1).T + intercept_. With
-        lut_bins, e is interpolated between the table's nodes and clamped at x_max_, as :func:`lut_decision`
+        lut_bins, e is interpolated between the table's nodes and clamped at x_max_[j], as :func:`lut_decision`
         does with ``table_`` (the table is linear in e), so the two agree to rounding."""
         X = sp.csr_matrix(X)
         n_basis = self.coef_.shape[2]
-        u = X.data / self.x_max_
+        u = X.data / self.x_max_[X.indices]
         if lut_bins is None:
             e = explanatory_variables(u, n_basis)
         else:
@@ -818,7 +867,7 @@ class PmSVM(ClassifierMixin, BaseEstimator):
         decision values squashed into (-1/3, 1/3) to break ties (LIBSVM / scikit-learn convention).
 
         With ``table_`` this is :func:`lut_decision` (O(d) per sample); otherwise the regression
-        f_m(x) = intercept_m + sum_{j: x_j > 0} e(x_j / x_max_)^T coef_[m, j] (Eq. 40 with the learned w; e
+        f_m(x) = intercept_m + sum_{j: x_j > 0} e(x_j / x_max_[j])^T coef_[m, j] (Eq. 40 with the learned w; e
         interpolated between the table's nodes if lut_bins), one sparse product for all models.
         X: (n, d) nonnegative array or CSR matrix with the training number of features. Raises
         :class:`svmcore.NotFittedError` before fit, ValueError for negative features, NaN/inf or a wrong
@@ -854,6 +903,10 @@ class PmSVM(ClassifierMixin, BaseEstimator):
             raise ValueError(f"coef_ holds {m} models for {n_classes} classes")
         if self.intercept_.shape != (m,) or self.n_iter_.shape != (m,):
             raise ValueError("intercept_ and n_iter_ must have one entry per model")
-        if not (isinstance(self.x_max_, float) and self.x_max_ > 0):
-            raise ValueError(f"x_max_ must be a positive number, got {self.x_max_!r}")
+        if self.x_max_.shape != (d,) or self.x_max_.dtype.kind != "f":
+            raise ValueError(f"x_max_ must be a ({d},) float array (one unit per feature), got {self.x_max_.dtype} "
+                             f"of shape {self.x_max_.shape}")
+        if not (self.x_max_ > 0).all():  # NaN and infinity are refused by the base class's check
+            raise ValueError(f"x_max_ must hold positive numbers (the feature units), found {self.x_max_.min()!r}")
+        self.x_max_ = self.x_max_.astype(np.float64)
         self.__dict__.setdefault("_cache", {})

@@ -258,6 +258,26 @@ def test_pmsvm_detector_save_load_roundtrip(small_pmsvm, astro_path, tmp_path):
         header = json.loads(z["__header__"].tobytes().decode("utf-8"))
         assert "classifier.coef_" in z.files and "classifier.table_" not in z.files  # table rebuilt on load
     assert header["features"] == "hog" and header["classifier"]["class"] == "PmSVM"
+    assert again.classifier.x_max_.shape == (det.classifier.coef_.shape[1],)  # one unit per HOG feature
+
+
+def test_pmsvm_detector_of_one_unit_for_all_features_loads(small_pmsvm, astro_path, tmp_path, rewrite_model):
+    # detector files written before per-feature units hold the PmSVM's x_max_ as one number in the header
+    from facedet.features import hog_features
+    from svmcore.pmsvm import lut_decision
+    det = small_pmsvm.with_params(threshold=-1e9)
+    clf = det.classifier
+    s = float(clf.x_max_.max())
+
+    def old_file(h, a):
+        del a["classifier.x_max_"]
+        h["classifier"]["meta"]["x_max_"] = s
+    old = Detector.load(rewrite_model(det.save(tmp_path / "pm.npz"), tmp_path / "old.npz", old_file))
+    np.testing.assert_array_equal(old.classifier.x_max_, np.full(clf.coef_.shape[1], s))
+    boxes, windows = old.scan_windows(read_grey(astro_path), return_windows=True)
+    F = hog_features(windows)
+    np.testing.assert_allclose(boxes[:, 4], lut_decision(F, clf.table_, s, clf.intercept_)[:, 0], rtol=1e-12,
+                               atol=1e-12)
 
 
 def test_models_without_features_field_load_as_osuna(small, tmp_path):
