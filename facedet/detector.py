@@ -181,9 +181,9 @@ class Detector:
 
     def scan_windows(self, image, return_windows=False, threads=None):
         """Every window above ``threshold`` (not merged, not calibrated): (k, 5) [x, y, w, h, score] in original
-        pixels (w and h differ by the level's rounding to whole pixels), and with ``return_windows`` the (k, 19, 19) uint8 windows. threads: pyramid levels scanned at
-        once (None: $NUMBA_NUM_THREADS or every core, at most 4; the result does not depend on it). See
-        :func:`facedet.scan.scan`."""
+        pixels (w and h differ by the level's rounding to whole pixels), and with ``return_windows`` the (k, 19,
+        19) uint8 windows. threads: pyramid levels scanned at once (None: $NUMBA_NUM_THREADS or every core, at
+        most 4; the result does not depend on it). See :func:`facedet.scan.scan`."""
         k = self.box[2]
         return scan(as_grey(image), self._scorer, self._features, self.prefilter,
                     scale_factor=self.scale_factor, stride=self.stride,
