@@ -2,7 +2,8 @@
 
 The solver (``smo.solve``) never sees kernels. A Q-matrix has ``n``, ``diagonal`` (n,) float64 and
 ``rows(idx, active)``: the block Q[idx][:, active] as float32, i.e. the working set's columns stored as
-rows (Q is symmetric), computed together. Kinds:
+rows (Q is symmetric), computed together; and ``rho_shift(alpha, X)``, what the solver's rho needs added
+where the Q-matrix solves an equivalent, better conditioned problem (centred linear C-SVC). Kinds:
 
 - :class:`KernelQ`: Q_ij = y_i y_j K(x_i, x_j) (C-SVC) or K(x_i, x_j) (one-class, ``y=None``), computed
   block-wise through BLAS (``kernels.kernel_block``);
@@ -150,6 +151,10 @@ class PrecomputedQ:
         if len(active) == self.n:
             return self.Q[idx]
         return self.Q[np.ix_(idx, active)]
+
+    def rho_shift(self, alpha, M):
+        """0.0: the matrix is used as given (see :meth:`KernelQ.rho_shift`)."""
+        return 0.0
 
     def reset(self):
         """Nothing to invalidate: Q is held whole."""

@@ -87,8 +87,7 @@ class _KernelSVM(BaseEstimator):
             Xm = X[np.ix_(rows, rows)] if spec.kind == "precomputed" else X[rows]
         Q = self._make_q(Xm, spec, ys)
         res = self._run(Q, -np.ones(len(rows)), ys, C, np.zeros(len(rows)))
-        if isinstance(Q, KernelQ):
-            res.rho += Q.rho_shift(res.alpha, Xm)
+        res.rho += Q.rho_shift(res.alpha, Xm)
         return res
 
     @staticmethod
