@@ -348,7 +348,7 @@ class SVC(ClassifierMixin, _KernelSVM):
         coefficient in any model it belongs to (y = +1 for classes_[b] of pair (a, b)). Raises
         :class:`svmcore.NotFittedError` before fit."""
         check_fitted(self, "dual_coef_")
-        pairs = np.asarray(ovo_pairs(len(self.classes_)), dtype=np.int64).reshape(-1, 2)
+        pairs = ovo_pairs(len(self.classes_))
         coef = self.dual_coef_
         model = np.argmax(coef != 0, axis=0)  # the first model each support vector belongs to
         positive = coef[model, np.arange(coef.shape[1])] > 0
