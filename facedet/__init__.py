@@ -2,18 +2,17 @@
 
 - :class:`Detector`: classifier + cascade prefilter + scanning parameters; ``detect(image)`` returns
   (k, 5) boxes [x, y, w, h, score] in image pixels; ``Detector.load(path)`` / ``detector.save(path)``.
-- :func:`load_default`: the shipped model (models/default_detector.npz).
+- :func:`load_default`: the shipped model (models/default_detector.npz, or $FACEDET_MODEL); its path is
+  :func:`default_model_path`.
 - Modules: preprocess (mask, plane, equalization), patches, features, scoring, scan, merge, bootstrap,
   imageio, evaluate; the ``facedet`` command is :mod:`facedet.cli`.
 """
-from .detector import Detector
+from .detector import Detector, default_model_path
 
-__all__ = ["Detector", "load_default"]
+__all__ = ["Detector", "default_model_path", "load_default"]
 
 
 def load_default():
     """The shipped default :class:`Detector` ($FACEDET_MODEL if set); FileNotFoundError if the model file is
     missing, ValueError if it is corrupt or not a facedet model."""
-    from .cli import default_model_path
-
     return Detector.load(default_model_path())

@@ -30,22 +30,7 @@ app = typer.Typer(add_completion=False, no_args_is_help=True,
 out = Console(soft_wrap=True)
 err = Console(stderr=True, soft_wrap=True)
 
-MODEL_NAME = "default_detector.npz"
 ANNOTATED = ".faces.png"  # suffix of the annotated images detect --out writes into a folder
-
-
-def default_model_path() -> Path:
-    """$FACEDET_MODEL, else models/default_detector.npz beside the package (source or editable install), else
-    <sys.prefix>/share/facedet/models/default_detector.npz (where a wheel install puts it)."""
-    env = os.environ.get("FACEDET_MODEL")
-    if env:
-        return Path(env)
-    here = Path(__file__).resolve().parent
-    for candidate in (here / "models" / MODEL_NAME, here.parent / "models" / MODEL_NAME,
-                      Path(sys.prefix) / "share" / "facedet" / "models" / MODEL_NAME):
-        if candidate.is_file():
-            return candidate
-    return here.parent / "models" / MODEL_NAME
 
 
 def _report(label, message):
@@ -88,7 +73,7 @@ def _write(save, path):
 
 
 def _load_detector(model: Optional[Path]):
-    from .detector import Detector
+    from .detector import Detector, default_model_path
 
     path = model or default_model_path()
     try:

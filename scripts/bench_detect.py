@@ -43,10 +43,10 @@ from pathlib import Path  # noqa: E402
 import cv2  # noqa: E402
 import numpy as np  # noqa: E402
 
+from facedet.detector import default_model_path  # noqa: E402
 from facedet.evaluate import evaluate_detections, iou, match_detections, read_annotations  # noqa: E402
 from facedet.imageio import read_rgb  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
 # astronaut.png (512x512): measured by hand on a 3x enlargement with a 10-px grid. Top = top of the
 # eyebrows (y 87), bottom = chin (y 177), left/right = the cheek outline at eye level (x 181..269):
 # the eyebrows-to-chin convention of the dlib annotations.
@@ -96,16 +96,6 @@ class Facedet:
     def __call__(self, rgb, grey):
         d = np.asarray(self.detector.detect(grey), float)
         return d.reshape(-1, 5)
-
-
-def default_model_path():
-    """The shipped model: facedet.cli.default_model_path() (what ``facedet detect`` uses), else models/."""
-    try:
-        from facedet.cli import default_model_path as shipped
-
-        return Path(shipped())
-    except Exception:  # the CLI module may be missing or fail to import; fall back to the file
-        return ROOT / "models" / "default_detector.npz"
 
 
 # ---------------------------------------------------------------------------------------------- calibration

@@ -45,6 +45,24 @@ def test_default_model_finds_the_astronaut(astro_path):
     assert iou(boxes[:, :4], ASTRONAUT_FACE)[0, 0] >= 0.5
 
 
+def test_the_library_loads_the_default_model_without_the_cli(tmp_path, monkeypatch):
+    """facedet.load_default is library code: it must not pull in the CLI (typer, rich)."""
+    import subprocess
+    import sys
+
+    code = ("import sys, facedet; d = facedet.load_default(); "
+            "print(d.threshold, sorted(m for m in ('typer', 'rich', 'facedet.cli') if m in sys.modules))")
+    monkeypatch.delenv("FACEDET_MODEL", raising=False)
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split(" ", 1)[1].strip() == "[]"
+    monkeypatch.setenv("FACEDET_MODEL", str(tmp_path / "missing.npz"))  # the override is honoured
+    from facedet import default_model_path
+    assert default_model_path() == tmp_path / "missing.npz"
+    with pytest.raises(FileNotFoundError):
+        load_default()
+
+
 def test_default_model_on_a_scene(data_dir):
     det = load_default()
     scenes = data_dir / "scenes_annotated_dlib_voc"
