@@ -39,6 +39,12 @@ def _csr_arrays(X):
     return indptr, np.nonzero(mask)[1].astype(np.int64), X[mask], sq_norms
 
 
+def _append_constant(X, value):
+    """X (n, d) dense or CSR with a column of ``value`` appended: (n, d + 1), same kind."""
+    column = np.full((X.shape[0], 1), value)
+    return sp.hstack([X, column], format="csr") if sp.issparse(X) else np.hstack([X, column])
+
+
 @persistence.register
 class TopKSVM(ClassifierMixin, BaseEstimator):
     """Top-k multiclass SVM: minimise 1/2 ||W||^2 + C sum_i loss_k(W' x_i, y_i) by Prox-SDCA.
@@ -61,8 +67,14 @@ class TopKSVM(ClassifierMixin, BaseEstimator):
         method, with shrinking of examples and of classes per example (Keerthi et al., KDD 2008; see
         svmcore.sdca.cs_fit); the same objectives and the same exact stopping rule.
     random_state : None, int >= 0, numpy Generator or RandomState; seeds the sweep orders.
+    fit_intercept : bool (default False, as the paper and LIBLINEAR). True: a bias per class, regularised like
+        the weights (LIBLINEAR's -B): linear models see a constant feature ``intercept_scaling`` appended to
+        every row, kernel models the kernel K + intercept_scaling^2; the objective includes the bias's square.
+    intercept_scaling : float > 0, that constant (LIBLINEAR's B; default 1). A larger value regularises the
+        bias less.
 
     Learned attributes: ``classes_`` (m,), ``coef_`` (m, d) for linear models (empty (m, 0) otherwise),
+    ``intercept_`` (m,) float64 added to the class scores (zeros without fit_intercept),
     ``support_`` (n_sv,) int64 training indices with nonzero dual variables, ``support_vectors_`` (n_sv, d)
     (rbf), ``dual_coef_`` (n_sv, m) rows of A (kernel models), ``primal_objective_``, ``dual_objective_``,
     ``duality_gap_`` = P - D (absolute; the stopping rule is duality_gap_ <= tol * primal_objective_),
@@ -73,11 +85,13 @@ class TopKSVM(ClassifierMixin, BaseEstimator):
     hold the (n, n) float64 Gram matrix during fit.
     """
 
-    _state_arrays = ("classes_", "coef_", "support_", "support_vectors_", "dual_coef_")
+    _state_arrays = ("classes_", "coef_", "intercept_", "support_", "support_vectors_", "dual_coef_")
+    # files written before the intercept existed: no bias, intercept_ zero (filled in by _from_state)
+    _params_added_later = {"fit_intercept": False, "intercept_scaling": 1.0}
     _state_meta = ("n_features_in_", "gamma_", "primal_objective_", "dual_objective_", "duality_gap_", "n_iter_")
 
     def __init__(self, k=1, C=1.0, loss="alpha", kernel="linear", gamma="scale", tol=1e-3, max_epochs=1000,
-                 random_state=None):
+                 random_state=None, fit_intercept=False, intercept_scaling=1.0):
         self.k = k
         self.C = C
         self.loss = loss
@@ -86,6 +100,8 @@ class TopKSVM(ClassifierMixin, BaseEstimator):
         self.tol = tol
         self.max_epochs = max_epochs
         self.random_state = random_state
+        self.fit_intercept = fit_intercept
+        self.intercept_scaling = intercept_scaling
 
     # --- checks ----------------------------------------------------------------------------------------------
     def _check_params(self):
@@ -96,6 +112,9 @@ class TopKSVM(ClassifierMixin, BaseEstimator):
         check_scalar(self.tol, "tol", lo=0.0, lo_open=True)
         check_scalar(self.max_epochs, "max_epochs", lo=1, integer=True)
         check_random_state(self.random_state)
+        if not isinstance(self.fit_intercept, (bool, np.bool_)):
+            raise TypeError(f"fit_intercept: expected a bool, got {self.fit_intercept!r}")
+        check_scalar(self.intercept_scaling, "intercept_scaling", lo=0.0, lo_open=True)
 
     @property
     def _sparse_input(self):
@@ -148,22 +167,24 @@ class TopKSVM(ClassifierMixin, BaseEstimator):
         rng = make_rng(self.random_state)
         A = np.zeros((n, m))
         spec = resolve_kernel(self.kernel, X, self.gamma, 3, 0.0)
+        bias = float(self.intercept_scaling) if self.fit_intercept else 0.0
         if self.kernel == "linear":
-            indptr, indices, data, sq_norms = _csr_arrays(X)
-            W = np.zeros((X.shape[1], m))
+            Xb = _append_constant(X, bias) if bias else X
+            indptr, indices, data, sq_norms = _csr_arrays(Xb)
+            W = np.zeros((Xb.shape[1], m))
         else:
             K = X if self.kernel == "precomputed" else kernel_block(X, X, spec)
-            K = np.ascontiguousarray(K, dtype=np.float64)
+            K = np.array(K, dtype=np.float64) + bias * bias if bias else np.ascontiguousarray(K, dtype=np.float64)
             active = np.zeros(n, dtype=np.bool_)
         diag = sq_norms if self.kernel == "linear" else np.ascontiguousarray(np.diag(K))
         if self.kernel == "linear" and k == 1:
             primal, dual, epoch = self._fit_crammer_singer(indptr, indices, data, sq_norms, y_index, A, W, C, rng)
-            return self._store(X, classes, spec, primal, dual, epoch, W, A)
+            return self._store(X, classes, spec, primal, dual, epoch, W, A, bias)
         epoch = 0
         while True:
             epoch += 1
             if self.kernel == "linear":
-                S = np.asarray(X @ W)
+                S = np.asarray(Xb @ W)
                 w_sq = float(np.vdot(W, W))
             else:
                 S = K @ A
@@ -191,7 +212,7 @@ class TopKSVM(ClassifierMixin, BaseEstimator):
                 working = order[steps > 0.0]
                 if change <= target or working.size == 0 or budget <= 0:
                     break
-        return self._store(X, classes, spec, primal, dual, epoch - 1, W if self.kernel == "linear" else None, A)
+        return self._store(X, classes, spec, primal, dual, epoch - 1, W if self.kernel == "linear" else None, A, bias)
 
     def _warn_max_epochs(self, primal, dual, stacklevel):
         warnings.warn(f"TopKSVM: relative duality gap {(primal - dual) / abs(primal):.2e} > tol={self.tol} "
@@ -210,7 +231,9 @@ class TopKSVM(ClassifierMixin, BaseEstimator):
             self._warn_max_epochs(primal, dual, stacklevel=4)
         return primal, dual, epoch
 
-    def _store(self, X, classes, spec, primal, dual, epoch, W, A):
+    def _store(self, X, classes, spec, primal, dual, epoch, W, A, bias):
+        """Set the learned attributes; with a bias, W's last row (linear) or bias^2 sum_i A_i (kernels) is
+        the intercept."""
         check_finite_fit(primal, dual, A, *([] if W is None else [W]))
         m = classes.size
         self.classes_ = classes
@@ -219,6 +242,12 @@ class TopKSVM(ClassifierMixin, BaseEstimator):
         self.primal_objective_, self.dual_objective_ = primal, dual
         self.duality_gap_ = primal - dual
         self.n_iter_ = epoch
+        if not bias:
+            self.intercept_ = np.zeros(m)
+        elif self.kernel == "linear":
+            self.intercept_, W = bias * W[-1], W[:-1]
+        else:
+            self.intercept_ = bias * bias * A.sum(axis=0)
         if self.kernel == "linear":
             self.coef_ = np.ascontiguousarray(W.T)
             self.support_ = np.zeros(0, dtype=np.int64)
@@ -234,18 +263,20 @@ class TopKSVM(ClassifierMixin, BaseEstimator):
 
     # --- prediction ------------------------------------------------------------------------------------------
     def class_scores(self, X):
-        """Class scores W' x, (n, m) float64; X as in fit ((n_test, n_train) kernel for "precomputed").
+        """Class scores W' x + intercept_, (n, m) float64; X as in fit ((n_test, n_train) kernel for "precomputed").
         Raises :class:`svmcore.NotFittedError` before fit and ValueError for a wrong number of features."""
         check_fitted(self, "classes_")
         kernel = self._param("kernel")
         X = check_array(X, "X", allow_sparse=kernel == "linear")
         check_n_features(X, self.n_features_in_, owner=self)
         if kernel == "linear":
-            return np.asarray(X @ self.coef_.T)
-        if kernel == "precomputed":
-            return X[:, self.support_] @ self.dual_coef_
-        spec = resolve_kernel("rbf", X, self.gamma_, 3, 0.0)
-        return kernel_block(X, self.support_vectors_, spec) @ self.dual_coef_
+            scores = np.asarray(X @ self.coef_.T)
+        elif kernel == "precomputed":
+            scores = X[:, self.support_] @ self.dual_coef_
+        else:
+            spec = resolve_kernel("rbf", X, self.gamma_, 3, 0.0)
+            scores = kernel_block(X, self.support_vectors_, spec) @ self.dual_coef_
+        return scores + self.intercept_
 
     def decision_function(self, X):
         """:meth:`class_scores` (n, m); for two classes, scikit-learn's (n,) form: score of classes_[1] minus
@@ -266,6 +297,12 @@ class TopKSVM(ClassifierMixin, BaseEstimator):
         return self.classes_[top]
 
     # --- persistence -----------------------------------------------------------------------------------------
+    @classmethod
+    def _from_state(cls, params, meta, arrays):
+        if "intercept_" not in arrays and not params.get("fit_intercept", False) and "classes_" in arrays:
+            arrays = {**arrays, "intercept_": np.zeros(len(arrays["classes_"]))}  # a file from before the bias
+        return super()._from_state(params, meta, arrays)
+
     def _check_state(self):
         super()._check_state()
         m, d = self.classes_.size, self.n_features_in_
@@ -275,6 +312,10 @@ class TopKSVM(ClassifierMixin, BaseEstimator):
             raise ValueError(f"support_ must be a 1-D integer array, got {self.support_.dtype} {self.support_.shape}")
         if self.kernel == "rbf" and not self.gamma_ > 0:
             raise ValueError(f"gamma_ must be > 0 for the rbf kernel, got {self.gamma_}")
+        if self.intercept_.shape != (m,):
+            raise ValueError(f"intercept_ has shape {self.intercept_.shape}, expected {(m,)}")
+        if not self.fit_intercept and np.any(self.intercept_ != 0):
+            raise ValueError("intercept_ is nonzero in a model fitted with fit_intercept=False")
         n_sv = self.support_.shape[0]
         if self.kernel == "linear":
             if self.coef_.shape != (m, d):

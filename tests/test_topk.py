@@ -212,6 +212,57 @@ def test_kernel_models(usps):
     assert np.mean(rbf.predict(X) == y) > np.mean(lin.predict(X) == y) - 0.01
 
 
+def test_fit_intercept_is_a_regularised_constant_feature(letter):
+    """fit_intercept=True solves the problem of X with the constant intercept_scaling appended (LIBLINEAR's -B),
+    for every loss, the kernel models through K + B^2; k = 1 reaches LIBLINEAR's Crammer-Singer with a bias."""
+    X, y = letter
+    X, Xt, y, yt = X[:1500], X[1500:2000], y[:1500], y[1500:2000]
+    B = 2.0
+    for k, loss in ((1, "alpha"), (2, "beta")):
+        ours = TopKSVM(k=k, loss=loss, C=1.0, fit_intercept=True, intercept_scaling=B, tol=1e-6, random_state=0)
+        ours.fit(X, y)
+        ref = TopKSVM(k=k, loss=loss, C=1.0, tol=1e-6, random_state=0).fit(np.hstack([X, np.full((1500, 1), B)]), y)
+        np.testing.assert_array_equal(ours.coef_, ref.coef_[:, :-1])
+        np.testing.assert_array_equal(ours.intercept_, B * ref.coef_[:, -1])
+        assert np.abs(ours.intercept_).max() > 0.1  # letter's classes need a bias: it is not a no-op
+        np.testing.assert_allclose(ours.class_scores(Xt), Xt @ ours.coef_.T + ours.intercept_, atol=1e-12)
+        pre = TopKSVM(k=k, loss=loss, C=1.0, kernel="precomputed", fit_intercept=True, intercept_scaling=B,
+                      tol=1e-6, random_state=0).fit(X @ X.T, y)
+        assert pre.primal_objective_ == pytest.approx(ours.primal_objective_, rel=1e-5)
+        np.testing.assert_allclose(pre.decision_function(Xt @ X.T), ours.decision_function(Xt), atol=5e-3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # LIBLINEAR's convergence warning at this tight tol
+        lib = LinearSVC(multi_class="crammer_singer", C=1.0, fit_intercept=True, intercept_scaling=B, tol=1e-6,
+                        max_iter=100000, random_state=0).fit(X, y)
+    cs = TopKSVM(k=1, C=1.0, fit_intercept=True, intercept_scaling=B, tol=1e-6, random_state=0).fit(X, y)
+    np.testing.assert_allclose(cs.coef_, lib.coef_, atol=2e-3 * np.abs(lib.coef_).max())
+    np.testing.assert_allclose(cs.intercept_, lib.intercept_, atol=2e-3 * np.abs(lib.intercept_).max())
+    no_bias = TopKSVM(k=1, C=1.0, tol=1e-6, random_state=0).fit(X, y)
+    assert np.all(no_bias.intercept_ == 0)
+    assert cs.primal_objective_ < no_bias.primal_objective_  # a bias can only lower the optimum here
+
+
+def test_topk_files_from_before_the_intercept_still_load(usps, tmp_path, rewrite_model):
+    X, y = usps
+    X, y = X[:300], y[:300]
+    m = TopKSVM(k=2, C=1.0, random_state=0).fit(X, y)
+
+    def drop(h, a):
+        [h["params"].pop(k) for k in ("fit_intercept", "intercept_scaling")]
+        a.pop("intercept_")
+
+    back = svmcore.load(rewrite_model(m.save(tmp_path / "m.npz"), tmp_path / "old.npz", drop))
+    assert back.fit_intercept is False and np.all(back.intercept_ == 0)
+    np.testing.assert_array_equal(back.decision_function(X), m.decision_function(X))
+    biased = TopKSVM(k=2, C=1.0, fit_intercept=True, random_state=0).fit(X, y)
+    with pytest.raises(ValueError, match="missing array 'intercept_'"):  # a bias is never silently dropped
+        svmcore.load(rewrite_model(biased.save(tmp_path / "b.npz"), tmp_path / "b2.npz",
+                                   lambda h, a: a.pop("intercept_")))
+    with pytest.raises(ValueError, match="fit_intercept=False"):  # a bias a model without one cannot have
+        svmcore.load(rewrite_model(biased.save(tmp_path / "b.npz"), tmp_path / "b3.npz",
+                                   lambda h, a: h["params"].update(fit_intercept=False)))
+
+
 def test_predict_top_k_and_persistence(usps, tmp_path):
     X, y = usps
     X, y = X[:500], y[:500]
@@ -266,6 +317,10 @@ def test_bad_input(usps):
         TopKSVM(C=0.0).fit(X, y)
     with pytest.raises(TypeError, match="k"):
         TopKSVM(k=1.5).fit(X, y)
+    with pytest.raises(TypeError, match="fit_intercept"):
+        TopKSVM(fit_intercept="yes").fit(X, y)
+    with pytest.raises(ValueError, match="intercept_scaling"):
+        TopKSVM(fit_intercept=True, intercept_scaling=0.0).fit(X, y)
     with pytest.raises(ValueError, match="not fitted"):
         TopKSVM().predict(X)
     with pytest.warns(RuntimeWarning, match="duality gap"):
