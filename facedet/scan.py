@@ -12,17 +12,14 @@ Levels are scanned on several threads at once, each level's kernels on one threa
 """
 from __future__ import annotations
 
-import threading
-import warnings
-from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from contextlib import contextmanager
-from functools import lru_cache
 
 import cv2
 import numba as nb
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
-from threadpoolctl import threadpool_limits
+
+from svmcore._parallel import blas_single_thread, check_threads, thread_map
 
 from .features import MIN_CONTRAST, SUM_R2
 from .preprocess import WINDOW
@@ -299,85 +296,16 @@ MAX_THREADS = 4  # default cap: each thread holds a level's arrays (100-250 MB o
 
 @contextmanager
 def _level_pool(threads):
-    """A map over pyramid levels on ``threads`` threads (list results, in order), every BLAS and numba kernel
-    inside on one thread; the caller's thread settings are restored afterwards. On an error the levels not yet
-    started are cancelled."""
+    """:func:`svmcore._parallel.thread_map` over pyramid levels (``threads`` None: numba's thread count, at most
+    MAX_THREADS). Every level's BLAS and numba kernels run on one thread, also when ``threads`` is 1; the caller's
+    thread settings are restored afterwards."""
     asked = threads
-    if threads is None:
-        threads = min(nb.get_num_threads(), MAX_THREADS)
-    elif isinstance(threads, bool) or not isinstance(threads, (int, np.integer)) or threads < 1:
-        raise ValueError(f"threads: expected an integer >= 1, got {threads!r}")
-    if threads > 1 and not _threadsafe_numba():
-        if asked is not None:
-            warnings.warn("numba's workqueue threading layer cannot run kernels from two threads at once (it "
-                          "aborts the process): scanning on one thread; install tbb for parallel levels",
-                          RuntimeWarning, stacklevel=4)
-        threads = 1
+    threads = min(nb.get_num_threads(), MAX_THREADS) if threads is None else check_threads(threads)
     before = nb.get_num_threads()
-    with _blas_single_thread():
+    with blas_single_thread(), thread_map(threads, parallel_kernels=True,
+                                          warn_stacklevel=None if asked is None else 4) as run:
         nb.set_num_threads(1)
         try:
-            if threads == 1:
-                yield lambda f, items: [f(x) for x in items]
-            else:
-                pool = ThreadPoolExecutor(threads, initializer=nb.set_num_threads, initargs=(1,))
-                try:
-                    yield lambda f, items: _map_fail_fast(pool, f, items)
-                except BaseException:
-                    pool.shutdown(cancel_futures=True)  # Ctrl-C: no level starts after it
-                    raise
-                finally:
-                    pool.shutdown()
+            yield run
         finally:
             nb.set_num_threads(before)
-
-
-def _map_fail_fast(pool, f, items):
-    """[f(x) for x in items] on the pool; the first error cancels every level not yet started and is raised."""
-    futures = [pool.submit(f, x) for x in items]
-    wait(futures, return_when=FIRST_EXCEPTION)
-    for fut in futures:
-        if fut.done() and not fut.cancelled() and fut.exception() is not None:
-            for other in futures:
-                other.cancel()
-            raise fut.exception()
-    return [fut.result() for fut in futures]
-
-
-_blas_lock = threading.Lock()
-_blas_scans = 0  # scans running in this process
-_blas_limit = None
-
-
-@contextmanager
-def _blas_single_thread():
-    # BLAS's thread count is process-wide: the first of overlapping scans sets it to 1 and the last restores it
-    # (nested threadpool_limits in two threads would restore each other's settings out of order)
-    global _blas_scans, _blas_limit
-    with _blas_lock:
-        if _blas_scans == 0:
-            _blas_limit = threadpool_limits(1, user_api="blas")
-        _blas_scans += 1
-    try:
-        yield
-    finally:
-        with _blas_lock:
-            _blas_scans -= 1
-            if _blas_scans == 0:
-                _blas_limit.restore_original_limits()
-
-
-@nb.njit(parallel=True, cache=True)
-def _parallel_probe(n):
-    total = 0
-    for i in nb.prange(n):
-        total += i
-    return total
-
-
-@lru_cache(maxsize=None)  # numba picks its layer once per process
-def _threadsafe_numba():
-    """Whether numba's threading layer (chosen at the first parallel kernel) takes parallel kernels from several
-    threads at once: tbb and omp do, workqueue does not."""
-    _parallel_probe(2)
-    return nb.threading_layer() != "workqueue"

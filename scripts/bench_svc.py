@@ -15,12 +15,17 @@ Problems (real data from ../shared/data):
 Both solvers run on one thread (LIBSVM has no other mode): the script sets OPENBLAS_NUM_THREADS and
 NUMBA_NUM_THREADS to 1 unless they are set already; set them to 2 to let svmcore's BLAS use both cores.
 
+With --n-jobs N (N > 1), the multiclass problems are also fitted by svmcore with n_jobs=N (its pairs of classes
+on N threads; LIBSVM has no such mode): the time, its ratio to LIBSVM's and to svmcore's one-thread fit, and
+whether the model is the same to the bit. Set the thread variables to 1 (the default) for this: the pairs are
+the parallelism.
+
 With --probability both fit with probability=True (LIBSVM's 5-fold cross-validation and Platt sigmoids, random_state
 0 for both; the folds differ) and the script also prints both test log-losses and the mean absolute difference of
 their predict_proba.
 
 Usage: python scripts/bench_svc.py [--problems cbcl,ijcnn1,patches,pendigits] [--cache-size 200] [--n-patches N]
-       [--probability] [--data DIR]
+       [--probability] [--n-jobs N] [--data DIR]
 Needs the bench extra (scikit-learn). Not part of the test suite.
 """
 from __future__ import annotations
@@ -101,7 +106,7 @@ def objective(model, X, coef, support):
     return 0.5 * coef @ Kc - np.abs(coef).sum()
 
 
-def run(name, X, y, Xt, yt, params, cache_size):
+def run(name, X, y, Xt, yt, params, cache_size, n_jobs=1):
     import warnings
 
     from sklearn.svm import SVC as LibSVM
@@ -120,6 +125,13 @@ def run(name, X, y, Xt, yt, params, cache_size):
     ref = LibSVM(cache_size=cache_size, **params).fit(X, y)
     t_ref = time.perf_counter() - t
     print(f"LIBSVM:  {t_ref:.2f} s", flush=True)
+    if n_jobs > 1 and len(ours.classes_) > 2:
+        t = time.perf_counter()
+        par = svmcore.SVC(cache_size=cache_size, n_jobs=n_jobs, **params).fit(X, y)
+        t_par = time.perf_counter() - t
+        same = all(np.array_equal(getattr(par, k), getattr(ours, k)) for k in ("dual_coef_", "intercept_", "support_"))
+        print(f"svmcore n_jobs={n_jobs}: {t_par:.2f} s, {t_par / t_ref:.2f} x LIBSVM's time, "
+              f"{t_ours / t_par:.2f}x faster than n_jobs=1; same model to the bit: {same}", flush=True)
     if params.get("probability"):
         from sklearn.metrics import log_loss
 
@@ -151,8 +163,11 @@ def main():
     ap.add_argument("--n-patches", type=int, default=100_000,
                     help="size of the patches problem (>= 28,838: the augmented faces and CBCL non-faces)")
     ap.add_argument("--probability", action="store_true", help="fit both with probability=True (Platt scaling)")
+    ap.add_argument("--n-jobs", type=int, default=1, help="also fit multiclass problems with SVC(n_jobs=N)")
     ap.add_argument("--data", type=Path, default=DATA, help="the shared/data folder")
     args = ap.parse_args()
+    if args.n_jobs < 1:
+        ap.error(f"--n-jobs: expected >= 1, got {args.n_jobs}")
     require_data(args.data, "the shared/data folder")
     makers = {"cbcl": problem_cbcl, "ijcnn1": problem_ijcnn1,
               "patches": lambda d: problem_patches(d, args.n_patches), "pendigits": problem_pendigits}
@@ -167,7 +182,7 @@ def main():
         X, y, Xt, yt, params = makers[name](args.data)
         if args.probability:
             params = {**params, "probability": True, "random_state": 0}
-        rows.append(run(name, X, y, Xt, yt, params, args.cache_size))
+        rows.append(run(name, X, y, Xt, yt, params, args.cache_size, args.n_jobs))
     print("\n| problem | n | svmcore s | LIBSVM s | ratio | objective svmcore | objective LIBSVM | rel. diff | "
           "acc svmcore | acc LIBSVM | nSV | corr(f) (2 classes) / equal predictions |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")

@@ -72,7 +72,7 @@ def resolve_kernel(kernel, X, gamma, degree, coef0) -> KernelSpec:
     return KernelSpec("rbf", g)
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, nogil=True)
 def _rbf_exponent(dot, sq_a, sq_b, gamma, out):
     m, k = dot.shape
     for i in range(m):
@@ -80,7 +80,7 @@ def _rbf_exponent(dot, sq_a, sq_b, gamma, out):
             out[i, j] = -gamma * max(sq_a[i] + sq_b[j] - 2.0 * dot[i, j], 0.0)
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, nogil=True)
 def _finish_poly(dot, gamma, coef0, degree, out):
     m, k = dot.shape
     for i in range(m):

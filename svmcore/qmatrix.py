@@ -20,7 +20,7 @@ import scipy.sparse as sp
 from .kernels import KernelSpec, kernel_block, kernel_diagonal, row_norms_sq
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, nogil=True)
 def store_rows(data, slots, active, block):
     """data[slots[r], active] = block[r] (the cache keeps full-length columns)."""
     for r in range(slots.shape[0]):

@@ -76,7 +76,7 @@ def _push(vals, ids, count, h, v, t):
     return count + 1 if count < h else count
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, nogil=True)
 def violation_extremes(G, alpha, y, C, active):
     """(i, m, M): i = argmax over I_up of -y_i G_i, m its value, M = min over I_low (Keerthi et al.)."""
     m = -np.inf
@@ -244,7 +244,7 @@ def _shrink(G, alpha, y, C, active, n_active, m, M):
     return k
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, nogil=True)  # nogil: SVC(n_jobs) solves binary problems on threads at once
 def _iterate(G, alpha, y, C, diag, active, io, fo, data, slot_of, last_used, q, tol, shrink_every, budget,
              need):
     """Run up to ``budget`` working-set iterations; see the module docstring. Returns _CONVERGED (on the
@@ -309,7 +309,7 @@ def _iterate(G, alpha, y, C, diag, active, io, fo, data, slot_of, last_used, q, 
     return _BUDGET
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, nogil=True)
 def _add_rows(G, rows_of, block, coef):
     """G[rows_of] += coef @ block (block: (k, len(rows_of)) float32), accumulated in float64."""
     for r in range(coef.shape[0]):
@@ -318,7 +318,7 @@ def _add_rows(G, rows_of, block, coef):
             G[rows_of[s]] += c * block[r, s]
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, nogil=True)
 def _add_cached(G, rows_of, data, slots, coef):
     """G[rows_of] += sum_r coef[r] * data[slots[r], rows_of] (cached full columns, read in place)."""
     for r in range(coef.shape[0]):

@@ -6,12 +6,14 @@ the decision function f(x) = sum_i dual_coef_i K(sv_i, x) + intercept_.
 from __future__ import annotations
 
 import functools
+import os
 import types
 
 import numpy as np
 import scipy.sparse as sp
 
 from . import persistence
+from ._parallel import thread_map
 from ._validation import (NotFittedError, check_array, check_choice, check_class_weight, check_finite_fit, check_fitted,
                           check_labels, check_n_features, check_precomputed_kernel, check_random_state,
                           check_sample_weight, check_scalar, make_rng, row_weights)
@@ -225,7 +227,10 @@ class SVC(ClassifierMixin, _KernelSVM):
     from the dict weigh 1); probability (bool: fit Platt sigmoids for :meth:`predict_proba`, about 5 times
     the training cost); random_state (None | int >= 0 | numpy Generator / RandomState: the folds of the
     probability cross-validation, None drawing from numpy's global RandomState as scikit-learn; unused when
-    probability=False).
+    probability=False); n_jobs (None or 1: one binary problem at a time; j > 1: up to j pairs of classes
+    solved at once on threads, each with its probability cross-validation; -1: one thread per core). The model
+    does not depend on n_jobs. With j > 1, BLAS runs on one thread meanwhile, each running solver keeps its own
+    kernel cache of cache_size MB, and the callback is called from those threads.
 
     Learned: classes_ (k,), support_ (n_SV,) int64 (training rows that are a support vector of any pair),
     support_vectors_ (n_SV, d) float64, dual_coef_ (m, n_SV) = alpha_i y_i of each of the m = k(k-1)/2
@@ -246,11 +251,11 @@ class SVC(ClassifierMixin, _KernelSVM):
     _state_arrays = _KernelSVM._state_arrays + ("classes_",)
     _prob_arrays = ("probA_", "probB_")  # saved iff probability=True
     # absent from files written before these parameters existed; these values reproduce those models exactly
-    _params_added_later = {"class_weight": None, "probability": False, "random_state": None}
+    _params_added_later = {"class_weight": None, "probability": False, "random_state": None, "n_jobs": None}
 
     def __init__(self, C=1.0, kernel="rbf", degree=3, gamma="scale", coef0=0.0, tol=1e-3, cache_size=200,
                  working_set_size=None, shrinking=True, max_iter=None, verbose=False, callback=None,
-                 class_weight=None, probability=False, random_state=None):
+                 class_weight=None, probability=False, random_state=None, n_jobs=None):
         self.set_params(**{k: v for k, v in locals().items() if k != "self"})
 
     def _check_params(self):
@@ -261,7 +266,17 @@ class SVC(ClassifierMixin, _KernelSVM):
         if not isinstance(self.probability, (bool, np.bool_)):
             raise TypeError(f"probability: expected a bool, got {self.probability!r}")
         check_random_state(self.random_state)
+        self._n_threads()
         return C
+
+    def _n_threads(self):
+        """Threads for the binary problems, from n_jobs (None: 1, -1: one per core); ValueError if invalid."""
+        n_jobs = self.n_jobs
+        if n_jobs is None:
+            return 1
+        if isinstance(n_jobs, bool) or not isinstance(n_jobs, (int, np.integer)) or not (n_jobs == -1 or n_jobs >= 1):
+            raise ValueError(f"n_jobs: expected None, -1 (one per core) or an integer >= 1, got {n_jobs!r}")
+        return (os.cpu_count() or 1) if n_jobs == -1 else int(n_jobs)
 
     def fit(self, X, y, sample_weight=None):
         """Train and return self.
@@ -281,33 +296,40 @@ class SVC(ClassifierMixin, _KernelSVM):
         w = row_weights(sample_weight, self.class_weight, classes, yi)  # checked before any pair is trained
         rng = make_rng(self.random_state) if self.probability else None
         pairs = ovo_pairs(len(classes))
-        coef, intercept, results = np.zeros((len(pairs), X.shape[0])), [], []
-        prob_a, prob_b = np.zeros(len(pairs)), np.zeros(len(pairs))
-        for m, (a, b) in enumerate(pairs):
+        problems = []
+        for a, b in pairs:
             rows = np.flatnonzero((yi == a) | (yi == b))
-            ys = np.where(yi[rows] == b, 1.0, -1.0)
             C = C_value * w[rows]
-            if self.probability:
-                prob_a[m], prob_b[m] = fit_sigmoid(*self._cross_val_decision(X, spec, rows, ys, C, rng))
-            res = self._fit_binary(X, spec, rows, ys, C)
+            # the folds are drawn here, pair by pair, so that they do not depend on the order the threads take
+            folds = rng.permutation(np.count_nonzero(C > 0)) if self.probability else None
+            problems.append((rows, np.where(yi[rows] == b, 1.0, -1.0), C, folds))
+
+        def solve_pair(problem):
+            rows, ys, C, folds = problem
+            sigmoid = fit_sigmoid(*self._cross_val_decision(X, spec, rows, ys, C, folds)) if self.probability else None
+            return self._fit_binary(X, spec, rows, ys, C), sigmoid
+
+        with thread_map(min(self._n_threads(), len(pairs))) as run:
+            solved = run(solve_pair, problems)
+        coef = np.zeros((len(pairs), X.shape[0]))
+        for m, ((rows, ys, _, _), (res, _)) in enumerate(zip(problems, solved)):
             coef[m, rows] = res.alpha * ys
-            intercept.append(-res.rho)
-            results.append(res)
-        self._store(X, spec, results, coef, intercept)
+        results = [res for res, _ in solved]
+        self._store(X, spec, results, coef, [-res.rho for res in results])
         self.classes_ = classes
         if self.probability:
-            self.probA_, self.probB_ = prob_a, prob_b
+            self.probA_, self.probB_ = (np.array([sigmoid[i] for _, sigmoid in solved]) for i in (0, 1))
         else:  # a refit without probabilities must not keep the sigmoids of an earlier model
             for k in self._prob_arrays:
                 self.__dict__.pop(k, None)
         self._freeze()
         return self
 
-    def _cross_val_decision(self, X, spec, rows, ys, C, rng, n_folds=5):
+    def _cross_val_decision(self, X, spec, rows, ys, C, perm, n_folds=5):
         """Out-of-fold decision values of one binary model (training rows ``rows``, labels ys, box
         constraints C, all (len(rows),)) for Platt's sigmoid: LIBSVM's svm_binary_svc_probability.
 
-        A random permutation from ``rng`` cut into ``n_folds`` consecutive parts; each part gets the decision
+        A random permutation ``perm`` of the rows of positive weight cut into ``n_folds`` consecutive parts; each part gets the decision
         values of the same SVC (same kernel, C, weights, solver settings) trained on the other parts. A fold
         whose training part holds a single class gives +1 (class b) or -1 (class a) to all its rows, as
         LIBSVM. Rows of zero weight take no part (LIBSVM removes them before training). Returns (f, ys) over
@@ -316,7 +338,6 @@ class SVC(ClassifierMixin, _KernelSVM):
         keep = C > 0
         rows, ys, C = rows[keep], ys[keep], C[keep]
         n = len(rows)
-        perm = rng.permutation(n)
         f = np.zeros(n)
         for i in range(n_folds):  # a loop over folds, each a vectorised fit and prediction
             begin, end = i * n // n_folds, (i + 1) * n // n_folds

@@ -253,9 +253,10 @@ def test_files_from_before_new_parameters_still_load(patches, tmp_path, rewrite_
     X, y = patches
     m = svmcore.SVC(kernel="poly", degree=2, gamma=0.1, coef0=1.0).fit(X, y)
     old = rewrite_model(m.save(tmp_path / "m.npz"), tmp_path / "old.npz",
-                   lambda h, a: [h["params"].pop(k) for k in ("class_weight", "probability", "random_state")])
+                   lambda h, a: [h["params"].pop(k) for k in ("class_weight", "probability", "random_state", "n_jobs")])
     back = svmcore.load(old)
     assert back.class_weight is None and back.probability is False and back.random_state is None
+    assert back.n_jobs is None
     np.testing.assert_array_equal(back.decision_function(X), m.decision_function(X))
 
 

@@ -226,7 +226,7 @@ def test_folds_with_one_class_follow_libsvm(faces):
     Xs, spec = m._prepare(X[rows])
     ys = np.where(y[rows] == 1, 1.0, -1.0)
     perm = np.random.default_rng(0).permutation(6)
-    f, kept = m._cross_val_decision(Xs, spec, np.arange(6), ys, np.ones(6), np.random.default_rng(0))
+    f, kept = m._cross_val_decision(Xs, spec, np.arange(6), ys, np.ones(6), perm)
     # folds of sizes 1, 1, 1, 1, 2 over perm: the fold holding the face trains on non-faces only -> -1
     bounds = [(i * 6 // 5, (i + 1) * 6 // 5) for i in range(5)]
     face_fold = next((b, e) for b, e in bounds if 5 in perm[b:e])
@@ -237,7 +237,7 @@ def test_folds_with_one_class_follow_libsvm(faces):
     p = m.fit(X[rows], y[rows]).predict_proba(X[:50])
     assert np.isfinite(p).all() and np.allclose(p.sum(axis=1), 1.0)
     # rows of zero weight take no part in the cross-validation
-    _, kept = m._cross_val_decision(Xs, spec, np.arange(6), ys, np.r_[0.0, np.ones(5)], np.random.default_rng(0))
+    _, kept = m._cross_val_decision(Xs, spec, np.arange(6), ys, np.r_[0.0, np.ones(5)], np.arange(5))
     assert len(kept) == 5
 
 

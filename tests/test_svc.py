@@ -301,6 +301,33 @@ def test_multiclass_one_vs_one_matches_libsvm(pendigits_small, tmp_path):
     assert not hasattr(ours, "coef_")  # rbf: no primal weights, as scikit-learn
 
 
+def test_n_jobs_solves_pairs_on_threads_with_the_same_model(pendigits_small):
+    """n_jobs > 1 solves the one-vs-one pairs (and their probability folds) on threads: the model is the one of
+    n_jobs=1 to the bit, and an error in one pair stops the fit and reaches the caller."""
+    import threading
+
+    X, y = pendigits_small[0][:1500], pendigits_small[1][:1500]
+    params = {"kernel": "rbf", "gamma": 2.0, "C": 10.0, "probability": True, "random_state": 0}
+    one = svmcore.SVC(**params).fit(X, y)
+    seen = set()
+    two = svmcore.SVC(**params, n_jobs=2, callback=lambda info: seen.add(threading.get_ident())).fit(X, y)
+    for name in ("support_", "dual_coef_", "intercept_", "probA_", "probB_"):
+        np.testing.assert_array_equal(getattr(two, name), getattr(one, name))
+    assert two.objective_ == one.objective_ and two.n_iter_ == one.n_iter_
+    assert len(seen) == 2 and threading.get_ident() not in seen  # the pairs ran on the pool's two threads
+    np.testing.assert_array_equal(two.predict_proba(X[:50]), one.predict_proba(X[:50]))
+
+    def fail_in_a_thread(info):
+        raise RuntimeError("stop here")
+
+    with pytest.raises(RuntimeError, match="stop here"):
+        svmcore.SVC(kernel="rbf", gamma=2.0, n_jobs=2, callback=fail_in_a_thread).fit(X, y)
+    for bad in (0, -2, 1.5, True, "2"):
+        with pytest.raises(ValueError, match="n_jobs"):
+            svmcore.SVC(n_jobs=bad).fit(X[:20], y[:20])
+    assert svmcore.SVC(kernel="rbf", gamma=2.0, n_jobs=-1).fit(X[:300], y[:300]).score(X[:300], y[:300]) > 0.9
+
+
 def test_linear_coef_and_n_support_match_libsvm(cbcl_small, pendigits_small):
     X, y, Xt, _ = cbcl_small
     ours = svmcore.SVC(kernel="linear", C=0.1).fit(X, y)
