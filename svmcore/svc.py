@@ -318,7 +318,8 @@ class SVC(ClassifierMixin, _KernelSVM):
         self._store(X, spec, results, coef, [-res.rho for res in results])
         self.classes_ = classes
         if self.probability:
-            self.probA_, self.probB_ = (np.array([sigmoid[i] for _, sigmoid in solved]) for i in (0, 1))
+            sigmoids = np.array([sigmoid for _, sigmoid in solved])  # (m, 2): (A, B) per pair
+            self.probA_, self.probB_ = sigmoids[:, 0].copy(), sigmoids[:, 1].copy()
         else:  # a refit without probabilities must not keep the sigmoids of an earlier model
             for k in self._prob_arrays:
                 self.__dict__.pop(k, None)
@@ -329,11 +330,11 @@ class SVC(ClassifierMixin, _KernelSVM):
         """Out-of-fold decision values of one binary model (training rows ``rows``, labels ys, box
         constraints C, all (len(rows),)) for Platt's sigmoid: LIBSVM's svm_binary_svc_probability.
 
-        A random permutation ``perm`` of the rows of positive weight cut into ``n_folds`` consecutive parts; each part gets the decision
-        values of the same SVC (same kernel, C, weights, solver settings) trained on the other parts. A fold
-        whose training part holds a single class gives +1 (class b) or -1 (class a) to all its rows, as
-        LIBSVM. Rows of zero weight take no part (LIBSVM removes them before training). Returns (f, ys) over
-        the rows kept, (n_kept,) float64 each.
+        ``perm``, a random permutation of the rows of positive weight, is cut into ``n_folds`` consecutive parts;
+        each part gets the decision values of the same SVC (same kernel, C, weights, solver settings) trained on
+        the other parts. A fold whose training part holds a single class gives +1 (class b) or -1 (class a) to
+        all its rows, as LIBSVM. Rows of zero weight take no part (LIBSVM removes them before training).
+        Returns (f, ys) over the rows kept, (n_kept,) float64 each.
         """
         keep = C > 0
         rows, ys, C = rows[keep], ys[keep], C[keep]
