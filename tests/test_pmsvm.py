@@ -13,7 +13,7 @@ from sklearn.svm import LinearSVC
 import svmcore
 from svmcore import SVC
 from svmcore.pmsvm import (PmSVM, approx_kernel, approximation_error, explanatory_variables, lut_decision,
-                           pmsvm_anchors, power_mean, power_mean_kernel)
+                           pmsvm_anchors, power_mean, power_mean_kernel, regression_weights)
 
 # many of these real-data fits use up the default 100 epochs (docs/pmsvm.md: 14-100), or are capped on purpose;
 # test_warns_once_per_fit_at_max_iter checks the warning
@@ -246,6 +246,41 @@ def test_shrinking_stops_at_kkt_on_all_samples(usps):
         assert bounded.mean() > 0.5  # most variables sit at a bound: the ones shrinking may drop
     sgd = PmSVM(C=0.1, solver="sgd", max_iter=5, random_state=0).fit(X, y)
     np.testing.assert_array_equal(sgd.n_passes_, sgd.n_iter_)
+
+
+def test_shrinking_verifies_on_all_samples_before_stopping(usps):
+    # A solve that converges on the shrunk set must run one more epoch on all samples: on this problem the
+    # shrunk variables violate the KKT conditions by ~14 tol at that point (measured), which only that epoch sees.
+    X, y = usps[0], usps[1] == 8
+    tol, C = 1e-2, 10.0
+    m = PmSVM(C=C, lut_bins=None, tol=tol, max_iter=3000, random_state=0).fit(X, y)
+    a = m.alpha_[0]
+    G = np.where(y, 1.0, -1.0) * m.decision_function(X) - 1.0
+    pg = np.where(a <= 0, np.minimum(G, 0), np.where(a >= C, np.maximum(G, 0), G))
+    assert m.n_iter_[0] < 3000 and pg.max() - pg.min() <= 2 * tol
+
+
+@pytest.mark.parametrize("data", ["usps", "pendigits"])
+@pytest.mark.parametrize("lut_bins", [None, 20])
+def test_learned_weights_are_sums_of_the_training_rows_betas(request, data, lut_bins):
+    # coef_[0, j] = s_j sum_i alpha_i y_i beta(x_ij / s_j) and intercept_ = sum_i alpha_i y_i, with x_ij / s_j
+    # rounded to the nearest of the lut_bins nodes of [0, 1] when training with a table (PmSVM-LUT). USPS takes the
+    # CSR row layout; pendigits, given a different unit per feature, the dense one.
+    X, y = request.getfixturevalue(data)[:2]
+    X, y = X[:800], y[:800] == 3
+    if data == "pendigits":
+        X = X * np.linspace(0.5, 40.0, X.shape[1])
+    m = PmSVM(C=0.1, lut_bins=lut_bins, max_iter=20, random_state=0).fit(X, y)
+    assert (np.mean(X > 0) >= svmcore.pmsvm.DENSE_FROM) == (data == "pendigits")
+    assert np.ptp(m.x_max_) > 0.1 * m.x_max_.max()  # the units differ
+    u = X / m.x_max_
+    if lut_bins is not None:
+        u = np.rint(u * (lut_bins - 1)) / (lut_bins - 1)
+    coef = np.where(y, 1.0, -1.0) * m.alpha_[0]
+    beta = regression_weights(u, pmsvm_anchors(3), -1.0)  # 0 where u = 0
+    ref = np.einsum("i,ijb->jb", coef, beta) * m.x_max_[:, None]
+    np.testing.assert_allclose(m.coef_[0], ref, rtol=1e-9, atol=1e-9 * np.abs(ref).max())
+    assert m.intercept_[0] == pytest.approx(coef.sum(), rel=1e-9, abs=1e-12)
 
 
 def test_learned_weights_are_the_eq40_expansion(usps, tmp_path):

@@ -194,6 +194,48 @@ def test_progress_callback_and_max_iter(cbcl_small):
     assert m.n_iter_ == 3 and m.kkt_violation_ > 1e-3
 
 
+def test_stopping_at_max_iter_after_shrinking_reports_the_true_objective_and_violation(cbcl_small):
+    # max_iter ends the solve with variables still shrunk: their gradients must be reconstructed before the
+    # objective, the KKT violation and rho are computed from the gradient (stale ones gave an objective below
+    # the optimum). Mislabelled rows put many alpha at C, the bound whose stale gradient enters the objective.
+    X, y = cbcl_small[0][:800], cbcl_small[1][:800].copy()
+    y[::10] = 1 - y[::10]
+    C = 1.0
+    ys = np.where(y == 1, 1.0, -1.0)
+    for q, max_iter in ((64, 20), (16, 100)):  # shrinking runs every 1000 // q iterations
+        with pytest.warns(RuntimeWarning, match="max_iter"):
+            m = svmcore.SVC(kernel="rbf", gamma="scale", C=C, working_set_size=q, max_iter=max_iter).fit(X, y)
+        alpha = np.zeros(len(X))
+        alpha[m.support_] = m.dual_coef_[0] * ys[m.support_]
+        Q = np.outer(ys, ys) * pairwise_kernel(X, kernel="rbf", gamma=m.gamma_)
+        G = Q @ alpha - 1.0
+        assert m.objective_ == pytest.approx(0.5 * alpha @ Q @ alpha - alpha.sum(), rel=1e-6)
+        v = -ys * G
+        up = ((ys > 0) & (alpha < C)) | ((ys < 0) & (alpha > 0))
+        low = ((ys > 0) & (alpha > 0)) | ((ys < 0) & (alpha < C))
+        assert m.kkt_violation_ > 1e-3  # not converged, and reported as such
+        assert m.kkt_violation_ == pytest.approx(v[up].max() - v[low].min(), rel=1e-3, abs=1e-5)
+
+
+@pytest.mark.parametrize("nu", [0.1, 0.5])
+def test_linear_one_class_matches_libsvm(cbcl_small, nu):
+    # the centring that leaves the linear C-SVC dual unchanged (y'a = 0) does not apply to the one-class dual,
+    # whose 1'a = nu n: a'Ka of centred rows is another problem
+    X = cbcl_small[0][cbcl_small[1] == 1][:400]
+    Xt = cbcl_small[2][:2000]
+    ours = svmcore.OneClassSVM(nu=nu, kernel="linear").fit(X)
+    ref = sk.OneClassSVM(nu=nu, kernel="linear").fit(X)
+    K = X @ X.T
+    a = np.zeros(len(X))
+    a[ours.support_] = ours.dual_coef_[0]
+    b = np.zeros(len(X))
+    b[ref.support_] = ref.dual_coef_[0]
+    assert abs(a @ K @ a - b @ K @ b) <= 1e-4 * (b @ K @ b)
+    assert abs(ours.offset_ - ref.offset_[0]) <= 1e-3 * abs(ref.offset_[0])
+    g = ref.decision_function(Xt)
+    assert np.abs(ours.decision_function(Xt) - g).max() <= 1e-3 * np.abs(g).max()
+
+
 def test_save_load_roundtrip_and_refusals(cbcl_small, tmp_path):
     X, y, Xt, _ = cbcl_small
     m = svmcore.SVC(kernel="poly", degree=2, gamma=1 / 361, coef0=1.0).fit(X[:500], y[:500])
