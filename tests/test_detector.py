@@ -334,3 +334,28 @@ def test_bootstrap_refits_a_pmsvm_on_its_features(small_pmsvm, data_dir, negativ
     assert type(det.classifier).__name__ == "PmSVM" and det.features == "hog"
     assert det.classifier.get_params() == small_pmsvm.classifier.get_params()
     assert table[1].fp_windows < table[0].fp_windows and table[0].n_support == 0
+
+
+# --- pinned by the mutation audit (branch mut-fd) ------------------------------------------------------------
+def test_windows_to_boxes_follows_the_box_map():
+    # box (dx, dy, scale): a window of side s (its width) at (x, y) -> the square of side scale*s centred at
+    # (x + s/2 + dx*s, y + s/2 + dy*s); the other columns are kept
+    det = load_default().with_params(box=(0.1, -0.2, 1.5))
+    win = np.array([[10.0, 20.0, 30.0, 31.0, 0.7], [0.0, 5.0, 19.0, 18.5, -1.0], [300.0, 7.0, 60.0, 60.0, 2.0]])
+    out = det.windows_to_boxes(win)
+    x, y, s = win[:, 0], win[:, 1], win[:, 2]
+    np.testing.assert_allclose(out[:, 2], 1.5 * s)
+    np.testing.assert_allclose(out[:, 3], 1.5 * s)
+    np.testing.assert_allclose(out[:, 0] + out[:, 2] / 2, x + s / 2 + 0.1 * s)
+    np.testing.assert_allclose(out[:, 1] + out[:, 3] / 2, y + s / 2 - 0.2 * s)
+    np.testing.assert_array_equal(out[:, 4], win[:, 4])
+
+
+def test_min_and_max_size_bound_the_face_boxes(astro_path):
+    # min_size / max_size are face-box sides (window side times the box scale), in original pixels
+    det = load_default().with_params(min_size=60, max_size=120, threshold=-1e9, refine=None)
+    boxes = det.windows_to_boxes(det.scan_windows(read_grey(astro_path)))
+    side = boxes[:, 2]
+    assert len(boxes) and side.min() >= 60 * 0.98 and side.max() <= 120 * 1.02
+    # the scan reaches both ends (within one pyramid step)
+    assert side.min() < 60 * det.scale_factor and side.max() > 120 / det.scale_factor

@@ -298,3 +298,27 @@ def test_roc_on_cbcl_test_set(data_dir):
     assert 0.6 < auc < 1.0
     f, t, _ = metrics.roc_curve(y_test, scores)
     assert detection_rate_at_fpr(scores, y_test, 0.01) == pytest.approx(t[f <= 0.01].max())
+
+
+# --- pinned by the mutation audit (branch mut-fd) ------------------------------------------------------------
+def test_match_ties_in_iou_go_to_the_first_box_ignored_ones_too():
+    # a detection exactly between two boxes (IoU 2/3 with each): the first box takes it, among real boxes and
+    # among ignored ones alike (matched is reported per truth index)
+    truth = np.array([[0, 0, 10, 10], [4, 0, 10, 10]], float)
+    det = np.array([[2, 0, 10, 10, 1.0]])
+    assert iou(det, truth)[0, 0] == iou(det, truth)[0, 1]
+    for ignore in (None, np.array([True, True])):
+        assert match_detections(det, truth, ignore)["matched"].tolist() == [0]
+    m = match_detections(det, truth[::-1], np.array([True, True]))
+    assert m["matched"].tolist() == [0] and m["is_ignored"].tolist() == [True]
+
+
+def test_unmatched_detection_is_a_false_positive_when_the_first_box_is_ignored():
+    # a detection overlapping nothing is a false positive whatever the flag of truth box 0
+    truth = np.array([[0, 0, 10, 10], [50, 50, 10, 10]], float)
+    dets = np.array([[200, 200, 10, 10, 0.9], [50, 50, 10, 10, 0.8], [1, 0, 10, 10, 0.7]])
+    m = match_detections(dets, truth, np.array([True, False]))
+    assert m["matched"].tolist() == [-1, 1, 0]
+    assert m["is_tp"].tolist() == [False, True, False] and m["is_ignored"].tolist() == [False, False, True]
+    r = evaluate_detections({"a": dets}, {"a": (truth, np.array([True, False]))})
+    assert (r.n_truth, r.false_positives, r.n_detections, r.per_image["a"]) == (1, 1, 2, (1, 1, 0))

@@ -93,3 +93,30 @@ def test_bad_input(bad, exc):
 def test_plane_step_alone_checks_its_rows():
     with pytest.raises(ValueError, match="283"):
         subtract_plane(np.zeros((2, 100)))
+
+
+# --- pinned by the mutation audit (branch mut-fd) ------------------------------------------------------------
+def test_unit_range_floats_with_a_white_pixel_are_refused(patches):
+    # pixels scaled to [0, 1] whose maximum is exactly 1.0 (any window with a white pixel) would equalize as a
+    # handful of grey levels: refused like the rest of [0, 1]
+    white = patches[patches.reshape(len(patches), -1).max(axis=1) == 255]
+    assert len(white)
+    with pytest.raises(ValueError, match=r"\[0, 1\]"):
+        preprocess(white[:3] / 255.0)
+
+
+@pytest.mark.parametrize("mask", [True, False])
+def test_unfused_steps_against_per_window_lstsq_and_ranks(patches, mask):
+    # the step-by-step path (here: no mask, or the plane alone) against a per-window reference: least-squares
+    # plane by lstsq, residual rounded to whole grey levels, mid-ranks scaled to [-1, 1]
+    w = patches[::20].astype(np.float64) * 1.7
+    keep = MASK if mask else np.ones((19, 19), bool)
+    yy, xx = np.nonzero(keep)
+    D = np.column_stack([xx, yy, np.ones_like(xx)]).astype(float)
+    got = preprocess(w, mask=mask)
+    for i, win in enumerate(w):
+        x = win[keep]
+        coef, *_ = np.linalg.lstsq(D, x, rcond=None)
+        q = np.rint(x - D @ coef)
+        ref = (rankdata(q, method="average") - 1) * 2 / (len(q) - 1) - 1
+        np.testing.assert_allclose(got[i], ref, atol=1e-12)

@@ -331,3 +331,183 @@ def test_merge_groups_overlapping_boxes():
                                [1 / 3, 0])
     with pytest.raises(ValueError):
         merge_detections(np.zeros((3, 4)))
+
+
+# --- pinned by the mutation audit (branch mut-fd) ------------------------------------------------------------
+def test_a_window_the_size_of_the_image_is_scanned(data_dir, svm):
+    # the top pyramid level is the one whose window exactly fits the image (19 s == min(H, W))
+    d = np.load(data_dir / "cbcl_face_db1" / "cbcl_face_db1_19x19_uint8.npz")
+    face = d["X_test"][3]
+    scorer = make_scorer(svm)
+    ref = svm.decision_function(window_features(face[None]))[0]
+    np.testing.assert_allclose(scan(face, scorer, window_features, None, threshold=-np.inf),
+                               [[0, 0, 19, 19, ref]], atol=2e-5)
+    big = cv2.resize(face, (38, 38), interpolation=cv2.INTER_LINEAR)  # scales 1 and 2 exactly
+    assert pyramid_scales(38, 38, 2.0) == [1.0, 2.0]
+    got = scan(big, scorer, window_features, None, scale_factor=2.0, threshold=-np.inf)
+    top = cv2.resize(big, (19, 19), interpolation=cv2.INTER_AREA)
+    np.testing.assert_allclose(got[-1], [0, 0, 38, 38, svm.decision_function(window_features(top[None]))[0]],
+                               atol=2e-5)
+
+
+def test_cascade_stages_are_exact_at_their_thresholds(astro, svm):
+    # the scan's cascade (dense stage 0, screened stage 1, exact later stages) against the plain per-window test
+    # w_k'z > t_k on every window of a level, with stage 1's threshold moved to 1e-4 below one window's score:
+    # that window passes by a hair (the stage-1 screen's margin is 1e-3); the first 3 stages of the shipped cascade
+    shipped = Detector.load(Path(__file__).parents[1] / "models" / "default_detector.npz").prefilter
+    grey = astro[80:180, 170:280]
+    s = 30 / 19  # one pyramid level (min_window = max_window = 30)
+    H, W = grey.shape
+    size = (int(round(W / s)), int(round(H / s)))
+    level = cv2.resize(grey, size, interpolation=cv2.INTER_AREA)
+    ys, xs = np.mgrid[0:size[1] - 18:2, 0:size[0] - 18:2].reshape(2, -1)
+    S = Prefilter(shipped.weights[:3], shipped.thresholds[:3]).scores(cut_windows(level, ys, xs))
+    t = shipped.thresholds[:3].copy()
+    passing = np.flatnonzero(np.all(S > t, axis=1))
+    i = passing[np.argmin(S[passing, 1])]  # the passing window nearest to stage 1's threshold
+    t[1] = S[i, 1] - 1e-4
+    ok = np.all(S > t, axis=1)
+    assert ok[i] and 0 < ok.sum() < len(ok)
+    assert (np.all(S[:, :2] > t[:2], axis=1) & (S[:, 2] <= t[2])).any()  # stage 2 decides some windows
+    got = scan(grey, make_scorer(svm), window_features, Prefilter(shipped.weights[:3], t), stride=2,
+               min_window=30, max_window=30, threshold=-np.inf)
+    sx, sy = W / size[0], H / size[1]
+    assert np.allclose(got[:, 2], 19 * sx) and np.allclose(got[:, 3], 19 * sy)
+    pos = {(int(round(y / sy)), int(round(x / sx))) for x, y in got[:, :2]}
+    assert pos == {(int(a), int(b)) for a, b in zip(ys[ok], xs[ok])}
+
+
+def test_refine_scores_exactly_the_windows_its_definition_names(astro, svm):
+    # refine, on a level: the stride grid and the windows within stride - 1 px of a grid window above `refine`;
+    # off the levels: the 3x3 windows around the centre (in original pixels) of every window above `refine` on level
+    # k or k + 1, cut from the half-step level s_k sqrt(scale_factor); written out from that definition
+    grey = astro[80:180, 170:280]  # not square: x and y scale differently
+    H, W = grey.shape
+    kw = dict(scale_factor=1.3, min_window=30, stride=2)
+    refine = -0.5
+    got = scan(grey, make_scorer(svm), window_features, None, threshold=-np.inf, refine=refine, **kw)
+    scales = pyramid_scales(H, W, 1.3, 30)
+    sides = [19 * W / max(19, int(round(W / s))) for s in scales]
+    on_level = [np.isclose(got[:, 2], side) for side in sides]
+    for k, s in enumerate(scales):  # on a level: the grid, plus every window within 1 px of a grid window above refine
+        rows = got[on_level[k]]
+        size = (max(19, int(round(W / s))), max(19, int(round(H / s))))
+        sx, sy = W / size[0], H / size[1]
+        nx, ny = size[0] - 18, size[1] - 18
+        pos = np.rint(rows[:, [1, 0]] / [sy, sx]).astype(int)
+        grid = (pos % 2 == 0).all(axis=1)
+        seeds = pos[grid & (rows[:, 4] > refine)]
+        expected = {(y, x) for y in range(0, ny, 2) for x in range(0, nx, 2)}
+        expected |= {(y + dy, x + dx) for y, x in seeds for dy in (-1, 0, 1) for dx in (-1, 0, 1)
+                     if 0 <= y + dy < ny and 0 <= x + dx < nx}
+        assert len(rows) == len(expected) and {tuple(p) for p in pos} == expected
+    n_half = 0
+    for k in range(len(scales) - 1):
+        seeds = got[(on_level[k] | on_level[k + 1]) & (got[:, 4] > refine)]
+        cx, cy = seeds[:, 0] + seeds[:, 2] / 2, seeds[:, 1] + seeds[:, 3] / 2
+        s = scales[k] * np.sqrt(1.3)
+        size = (max(19, int(round(W / s))), max(19, int(round(H / s))))
+        sx, sy = W / size[0], H / size[1]
+        expected = set()
+        for y0, x0 in zip(np.rint(cy / sy - 9.5), np.rint(cx / sx - 9.5)):
+            for dy in (-1, 0, 1):
+                for dx in (-1, 0, 1):
+                    y, x = int(y0 + dy), int(x0 + dx)
+                    if 0 <= y <= size[1] - 19 and 0 <= x <= size[0] - 19:
+                        expected.add((y, x))
+        half = got[np.isclose(got[:, 2], 19 * sx)]
+        assert len(half) == len(expected) > 0
+        assert {(int(round(y / sy)), int(round(x / sx))) for x, y in half[:, :2]} == expected
+        n_half += len(half)
+    assert n_half == (~np.any(on_level, axis=0)).sum()  # nothing else off the pyramid's levels
+
+
+def test_threshold_and_stage_thresholds_are_strict(astro, prefilter):
+    # "above the threshold": a score equal to it is out, in the scan and in every stage of the cascade
+    grey = astro[80:180, 170:280]
+    zero = lambda X, floor=-np.inf: np.zeros(len(X))  # noqa: E731
+    assert scan(grey, zero, window_features, None, min_window=60, threshold=0.0).shape == (0, 5)
+    assert len(scan(grey, zero, window_features, None, min_window=60, threshold=-1e-12)) > 0
+    t = prefilter.thresholds
+    assert not prefilter.accept(t[None]).any()
+    assert prefilter.accept(t[None] + 1e-12).all()
+    for k in range(len(t)):  # one stage exactly at its threshold rejects the window
+        row = t + 1e-9
+        row[k] = t[k]
+        assert not prefilter.accept(row[None])[0]
+
+
+def test_box_iou_of_non_square_boxes_and_merging_at_exactly_the_iou():
+    rng = np.random.default_rng(4)
+    boxes = np.c_[rng.integers(0, 20, (40, 2)), rng.integers(1, 15, (40, 2))].astype(float)
+
+    def raster(b):
+        m = np.zeros((40, 40), bool)
+        x, y, w, h = b.astype(int)
+        m[y:y + h, x:x + w] = True
+        return m
+
+    masks = [raster(b) for b in boxes]
+    for i in range(0, 40, 7):
+        ref = [(masks[i] & m).sum() / (masks[i] | m).sum() for m in masks]
+        np.testing.assert_allclose(box_iou(boxes[i], boxes), ref)
+    # IoU exactly 0.5 (a box and its upper half): merged at iou=0.5, not above it
+    dets = np.array([[0, 0, 10, 20, 1.0], [0, 0, 10, 10, 0.5]])
+    assert box_iou(dets[0], dets[1:, :4])[0] == 0.5
+    np.testing.assert_allclose(merge_detections(dets, iou=0.5), [[0, 0, 10, 15, 1.0, 2]])
+    assert len(merge_detections(dets, iou=0.51)) == 2
+
+
+def test_bands_at_stride_1_keep_every_window_row(astro, svm, prefilter, monkeypatch):
+    # with stride 1 the last window row of a band needs all WINDOW - 1 extra pixel rows (with stride >= 2 one
+    # of them is slack, which the band test above cannot see)
+    import facedet.scan as scan_module
+
+    grey = astro[40:260, 120:340]
+    scorer = make_scorer(svm)
+    kw = dict(stride=1, min_window=40, max_window=40, threshold=-np.inf)
+    whole = scan(grey, scorer, window_features, prefilter, **kw)
+    monkeypatch.setattr(scan_module, "_BAND_PIXELS", 2_000)  # bands of ~19 rows of a ~104-wide level
+    banded = scan(grey, scorer, window_features, prefilter, **kw)
+    assert len(whole) > 50
+    np.testing.assert_array_equal(_rows(banded), _rows(whole))
+
+
+def test_prefilter_of_raw_template_weights_is_made_plane_free(data_dir, astro):
+    # a cascade built from any filter (here the mean CBCL face, which has a large constant part): its stage is
+    # projected off the plane, so the dense map (one correlation of the raw image over the norm) is the
+    # per-window score w'z
+    d = np.load(data_dir / "cbcl_face_db1" / "cbcl_face_db1_19x19_uint8.npz")
+    template = d["X_train"][d["y_train"] == 1].mean(axis=0)
+    pf = Prefilter(template[None] / np.linalg.norm(template), [0.0])
+    w = pf.weights[0]
+    for basis in (np.ones((19, 19)), np.mgrid[0:19, 0:19][0], np.mgrid[0:19, 0:19][1]):
+        assert abs((w * basis).sum()) < 1e-9
+    level = cv2.resize(astro, (120, 100), interpolation=cv2.INTER_AREA)
+    score, _ = prefilter_map(level, pf)
+    ys, xs = np.mgrid[0:82:3, 0:102:4].reshape(2, -1)
+    ref = pf.scores(cut_windows(level, ys, xs))[:, 0]
+    ok = np.isfinite(score[ys, xs])
+    assert ok.mean() > 0.9
+    np.testing.assert_allclose(score[ys, xs][ok], ref[ok], atol=1e-5)
+
+
+def test_scan_uses_only_what_the_scorer_promises_below_the_floor(astro, svm):
+    # a scorer may return any value <= floor for the windows below it (the QuadraticScorer's bound): with
+    # refine below threshold, the floor must be refine, or windows under it would seed the refine step
+    grey = astro[80:180, 170:280]
+    kw = dict(scale_factor=1.3, min_window=30, stride=2, threshold=0.5, refine=-0.5)
+    rows = {"exact": 0, "clamped": 0}
+
+    def exact(X, floor=-np.inf):
+        rows["exact"] += len(X)
+        return svm.decision_function(X)
+
+    def clamped(X, floor=-np.inf):  # the least informative answer the contract allows
+        rows["clamped"] += len(X)
+        return np.maximum(svm.decision_function(X), floor)
+
+    a = scan(grey, exact, window_features, None, **kw)
+    b = scan(grey, clamped, window_features, None, **kw)
+    assert len(a) > 0 and rows["exact"] == rows["clamped"]
+    np.testing.assert_array_equal(_rows(b), _rows(a))
