@@ -11,6 +11,8 @@ Problems (real data from ../shared/data):
   pendigits pendigits train (7,494 x 16, 10 classes, scaled to [0, 1]), rbf gamma=2, C=10: one-vs-one, 45
             binary problems for both; the objective column is svmcore's sum over them (LIBSVM's per-pair
             values are not exposed), the last column the share of equal test predictions
+  usps      USPS train (7,291 x 256, 10 classes, pixels in [-1, 1]), rbf gamma=0.0078 (~1/d), C=10; test on USPS test
+  letter    letter.scale (15,000 x 16, 26 classes: 325 pairs), rbf gamma=1, C=10; test on letter.scale.t
 
 Both solvers run on one thread (LIBSVM has no other mode): the script sets OPENBLAS_NUM_THREADS and
 NUMBA_NUM_THREADS to 1 unless they are set already; set them to 2 to let svmcore's BLAS use both cores.
@@ -24,7 +26,7 @@ With --probability both fit with probability=True (LIBSVM's 5-fold cross-validat
 0 for both; the folds differ) and the script also prints both test log-losses and the mean absolute difference of
 their predict_proba.
 
-Usage: python scripts/bench_svc.py [--problems cbcl,ijcnn1,patches,pendigits] [--cache-size 200] [--n-patches N]
+Usage: python scripts/bench_svc.py [--problems cbcl,ijcnn1,patches,pendigits,usps,letter] [--cache-size 200] [--n-patches N]
        [--probability] [--n-jobs N] [--data DIR]
 Needs the bench extra (scikit-learn). Not part of the test suite.
 """
@@ -96,6 +98,22 @@ def problem_pendigits(data):
     return X.toarray() / 100.0, y, Xt.toarray() / 100.0, yt, dict(kernel="rbf", gamma=2.0, C=10.0)
 
 
+def problem_usps(data):
+    import h5py
+
+    with h5py.File(data / "bench" / "usps" / "usps.h5", "r") as f:
+        X, y, Xt, yt = (f[f"{s}/{k}"][:] for s in ("train", "test") for k in ("data", "target"))
+    return X.astype(np.float64), y, Xt.astype(np.float64), yt, dict(kernel="rbf", gamma=0.0078, C=10.0)
+
+
+def problem_letter(data):
+    from sklearn.datasets import load_svmlight_file
+
+    X, y = load_svmlight_file(str(data / "bench" / "letter" / "letter.scale.bz2"), n_features=16)
+    Xt, yt = load_svmlight_file(str(data / "bench" / "letter" / "letter.scale.t.bz2"), n_features=16)
+    return X.toarray(), y, Xt.toarray(), yt, dict(kernel="rbf", gamma=1.0, C=10.0)
+
+
 def objective(model, X, coef, support):
     """1/2 a'Qa - 1'a from dual coefficients a_i y_i, without an n x n matrix."""
     sv = X[support]
@@ -158,7 +176,7 @@ def run(name, X, y, Xt, yt, params, cache_size, n_jobs=1):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--problems", default="cbcl,ijcnn1,patches,pendigits",
-                    help="comma-separated, from cbcl, ijcnn1, patches, pendigits")
+                    help="comma-separated, from cbcl, ijcnn1, patches, pendigits, usps, letter")
     ap.add_argument("--cache-size", type=float, default=200.0, help="kernel cache in MB, for both solvers")
     ap.add_argument("--n-patches", type=int, default=100_000,
                     help="size of the patches problem (>= 28,838: the augmented faces and CBCL non-faces)")
@@ -170,7 +188,8 @@ def main():
         ap.error(f"--n-jobs: expected >= 1, got {args.n_jobs}")
     require_data(args.data, "the shared/data folder")
     makers = {"cbcl": problem_cbcl, "ijcnn1": problem_ijcnn1,
-              "patches": lambda d: problem_patches(d, args.n_patches), "pendigits": problem_pendigits}
+              "patches": lambda d: problem_patches(d, args.n_patches), "pendigits": problem_pendigits,
+              "usps": problem_usps, "letter": problem_letter}
     unknown = set(args.problems.split(",")) - set(makers)
     if unknown:
         ap.error(f"--problems: unknown {sorted(unknown)}; choose from {sorted(makers)}")
