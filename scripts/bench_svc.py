@@ -26,8 +26,8 @@ With --probability both fit with probability=True (LIBSVM's 5-fold cross-validat
 0 for both; the folds differ) and the script also prints both test log-losses and the mean absolute difference of
 their predict_proba.
 
-Usage: python scripts/bench_svc.py [--problems cbcl,ijcnn1,patches,pendigits,usps,letter] [--cache-size 200] [--n-patches N]
-       [--probability] [--n-jobs N] [--data DIR]
+Usage: python scripts/bench_svc.py [--problems cbcl,ijcnn1,patches,pendigits,usps,letter] [--cache-size 200]
+       [--n-patches N] [--probability] [--n-jobs N] [--data DIR]
 Needs the bench extra (scikit-learn). Not part of the test suite.
 """
 from __future__ import annotations
