@@ -61,3 +61,15 @@ def rewrite_model():
         return out
 
     return rewrite
+
+
+@pytest.fixture(scope="session")
+def rasterise():
+    """rasterise(box): the (40, 40) bool mask of an integer box (x, y, w, h) -- the reference for IoU tests."""
+    def raster(box):
+        m = np.zeros((40, 40), bool)
+        x, y, w, h = np.asarray(box[:4]).astype(int)
+        m[y:y + h, x:x + w] = True
+        return m
+
+    return raster

@@ -37,18 +37,11 @@ def test_iou_hand_cases():
         iou([[0, 0, -1, 4]], b)
 
 
-def test_iou_against_rasterised_boxes():
+def test_iou_against_rasterised_boxes(rasterise):
     rng = np.random.default_rng(0)
     a = np.c_[rng.integers(0, 20, (30, 2)), rng.integers(1, 15, (30, 2))].astype(float)
     b = np.c_[rng.integers(0, 20, (25, 2)), rng.integers(1, 15, (25, 2))].astype(float)
-
-    def mask(box):
-        m = np.zeros((40, 40), bool)
-        x, y, w, h = box.astype(int)
-        m[y:y + h, x:x + w] = True
-        return m
-
-    ma, mb = [mask(x) for x in a], [mask(x) for x in b]
+    ma, mb = [rasterise(x) for x in a], [rasterise(x) for x in b]
     ref = np.array([[(p & q).sum() / (p | q).sum() for q in mb] for p in ma])
     np.testing.assert_allclose(iou(a, b), ref)
     np.testing.assert_allclose(iou(np.c_[a, rng.random(30)], b), ref)  # score column ignored

@@ -437,17 +437,10 @@ def test_threshold_and_stage_thresholds_are_strict(astro, prefilter):
         assert not prefilter.accept(row[None])[0]
 
 
-def test_box_iou_of_non_square_boxes_and_merging_at_exactly_the_iou():
+def test_box_iou_of_non_square_boxes_and_merging_at_exactly_the_iou(rasterise):
     rng = np.random.default_rng(4)
     boxes = np.c_[rng.integers(0, 20, (40, 2)), rng.integers(1, 15, (40, 2))].astype(float)
-
-    def raster(b):
-        m = np.zeros((40, 40), bool)
-        x, y, w, h = b.astype(int)
-        m[y:y + h, x:x + w] = True
-        return m
-
-    masks = [raster(b) for b in boxes]
+    masks = [rasterise(b) for b in boxes]
     for i in range(0, 40, 7):
         ref = [(masks[i] & m).sum() / (masks[i] | m).sum() for m in masks]
         np.testing.assert_allclose(box_iou(boxes[i], boxes), ref)
