@@ -48,6 +48,7 @@ class ColumnCache:
         self.last_used = np.zeros(self.n_slots, dtype=np.int64)
         self.full = np.zeros(self.n_slots, dtype=bool)
         self.misses = 0
+        self.n_filled = 0  # slots [0, n_filled) have been used; the rest never were
 
     def drop_partial(self):
         """Forget columns computed only over the shrunk active set (they lack rows that unshrinking needs)."""
@@ -61,8 +62,12 @@ class ColumnCache:
         used slots not touched at ``clock`` (those hold the current working set)."""
         m = len(idx)
         self.misses += m
-        usage = np.where(self.last_used >= clock, np.iinfo(np.int64).max, self.last_used)
-        victims = np.argpartition(usage, m - 1)[:m] if m < self.n_slots else np.arange(m)
+        if self.n_filled + m <= self.n_slots:  # never-used slots first: no search while the cache fills
+            victims = np.arange(self.n_filled, self.n_filled + m)
+            self.n_filled += m
+        else:
+            usage = np.where(self.last_used >= clock, np.iinfo(np.int64).max, self.last_used)
+            victims = np.argpartition(usage, m - 1)[:m] if m < self.n_slots else np.arange(m)
         old = self.owner[victims]
         self.slot_of[old[old >= 0]] = -1
         self.owner[victims] = idx
