@@ -358,6 +358,11 @@ def test_n_jobs_solves_pairs_on_threads_with_the_same_model(pendigits_small):
     assert two.objective_ == one.objective_ and two.n_iter_ == one.n_iter_
     assert len(seen) == 2 and threading.get_ident() not in seen  # the pairs ran on the pool's two threads
     np.testing.assert_array_equal(two.predict_proba(X[:50]), one.predict_proba(X[:50]))
+    for Xk, kw in ((sp.csr_matrix(X[:600]), {"kernel": "rbf", "gamma": 2.0}),  # CSR and precomputed inputs too
+                   (X[:600] @ X[:600].T, {"kernel": "precomputed"})):
+        a, b = (svmcore.SVC(**kw, n_jobs=j).fit(Xk, y[:600]) for j in (1, 2))
+        np.testing.assert_array_equal(a.dual_coef_, b.dual_coef_)
+        np.testing.assert_array_equal(a.intercept_, b.intercept_)
 
     def fail_in_a_thread(info):
         raise RuntimeError("stop here")
