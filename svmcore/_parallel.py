@@ -72,7 +72,8 @@ def thread_map(threads, *, parallel_kernels=False, warn_stacklevel=None):
     error cancels the tasks not yet started (Ctrl-C too) and is raised. One thread: a plain loop, thread
     settings untouched. ``parallel_kernels``: the tasks call numba parallel kernels; under numba's workqueue
     layer, which cannot run them from two threads at once, the map then runs on one thread, with a
-    RuntimeWarning at ``warn_stacklevel`` if that is given. The results never depend on ``threads``.
+    RuntimeWarning at ``warn_stacklevel`` if that is given. Tasks that do not depend on each other's order give
+    the results of the plain loop run with BLAS on one thread.
     """
     threads = check_threads(threads)
     if threads > 1 and parallel_kernels and not threadsafe_numba():

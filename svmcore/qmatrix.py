@@ -65,7 +65,8 @@ class ColumnCache:
         if self.n_filled + m <= self.n_slots:  # never-used slots first: no search while the cache fills
             victims = np.arange(self.n_filled, self.n_filled + m)
             self.n_filled += m
-        else:
+        else:  # from now on the LRU search decides (never-used slots still rank first: last_used 0)
+            self.n_filled = self.n_slots
             usage = np.where(self.last_used >= clock, np.iinfo(np.int64).max, self.last_used)
             victims = np.argpartition(usage, m - 1)[:m] if m < self.n_slots else np.arange(m)
         old = self.owner[victims]

@@ -228,17 +228,19 @@ class SVC(ClassifierMixin, _KernelSVM):
     the training cost); random_state (None | int >= 0 | numpy Generator / RandomState: the folds of the
     probability cross-validation, None drawing from numpy's global RandomState as scikit-learn; unused when
     probability=False); n_jobs (None or 1: one binary problem at a time; j > 1: up to j pairs of classes
-    solved at once on threads, each with its probability cross-validation; -1: one thread per core). The model
-    does not depend on n_jobs. With j > 1, BLAS runs on one thread meanwhile, each running solver keeps its own
-    kernel cache of cache_size MB, and the callback is called from those threads.
+    solved at once on threads, each with its probability cross-validation; -1: one thread per available core).
+    With j > 1, BLAS runs on one thread meanwhile, so the model is that of n_jobs=1 with BLAS on one thread, to
+    the bit (multi-threaded BLAS rounds the float32 kernel columns differently, which can move a fit slightly);
+    each running solver keeps its own kernel cache of cache_size MB, and the callback is called from the
+    threads.
 
     Learned: classes_ (k,), support_ (n_SV,) int64 (training rows that are a support vector of any pair),
     support_vectors_ (n_SV, d) float64, dual_coef_ (m, n_SV) = alpha_i y_i of each of the m = k(k-1)/2
     binary models (1 for two classes; pairs (a, b), a < b, in :func:`svmcore.multiclass.ovo_pairs` order, y =
     +1 for classes_[b], 0 where a row is not in that model), intercept_ (m,), objective_ (1/2 a'Qa - 1'a at
     the solution, summed over the models), kkt_violation_ (the largest), n_iter_ (summed), gamma_,
-    fit_seconds_ (solver seconds of these m models); cache_hit_rate_ (after fit only, not saved). With
-    probability=True also probA_, probB_ (m,) float64: P(classes_[b] | x in class a or b) = 1 / (1 +
+    fit_seconds_ (solver seconds of these m models, summed: more than the wall time with n_jobs > 1);
+    cache_hit_rate_ (after fit only, not saved). With probability=True also probA_, probB_ (m,) float64: P(classes_[b] | x in class a or b) = 1 / (1 +
     exp(probA_[m] f_m(x) + probB_[m])), f_m the pair's decision value (> 0 means classes_[b]); LIBSVM and
     scikit-learn state the same sigmoid for classes_[a] with decision value -f_m, so their probA_ equals
     ours and their probB_ is -probB_. Computed from these: n_support_ (k,) int64, support vectors per
@@ -276,7 +278,9 @@ class SVC(ClassifierMixin, _KernelSVM):
             return 1
         if isinstance(n_jobs, bool) or not isinstance(n_jobs, (int, np.integer)) or not (n_jobs == -1 or n_jobs >= 1):
             raise ValueError(f"n_jobs: expected None, -1 (one per core) or an integer >= 1, got {n_jobs!r}")
-        return (os.cpu_count() or 1) if n_jobs == -1 else int(n_jobs)
+        if n_jobs == -1:  # the cores this process may run on (affinity, containers), not all of the machine's
+            return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        return int(n_jobs)
 
     def fit(self, X, y, sample_weight=None):
         """Train and return self.

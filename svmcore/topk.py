@@ -51,7 +51,7 @@ class TopKSVM(ClassifierMixin, BaseEstimator):
 
     Parameters
     ----------
-    k : int, 1 <= k < n_classes. k = 1 is the Crammer-Singer multiclass SVM (without bias).
+    k : int, 1 <= k < n_classes. k = 1 is the Crammer-Singer multiclass SVM (without bias, unless fit_intercept).
     C : float > 0, C = 1/(lambda n) in the paper's notation.
     loss : "alpha" (top-k hinge, eq. (3): max(0, mean of the k largest margins 1 + s_j - s_y, j != y)) or
         "beta" (eq. (5): mean of the k largest hinge terms max(0, 1 + s_j - s_y)). Both equal

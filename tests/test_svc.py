@@ -125,6 +125,34 @@ def test_working_set_size_shrinking_and_cache_do_not_change_the_solution(cbcl_sm
     assert np.corrcoef(m.decision_function(X[:300]), base.decision_function(X[:300]))[0, 1] > 0.99999
 
 
+def test_column_cache_never_evicts_the_current_working_set():
+    # the cache's bookkeeping under a long random run of inserts (sizes, clocks and "touches" as the solver
+    # makes them): slot_of and owner stay inverse, and a column used at the current clock is never evicted,
+    # also once the never-used slots are gone and the LRU search takes over
+    from svmcore.qmatrix import ColumnCache
+
+    rng = np.random.default_rng(0)
+    n = 500
+    cache = ColumnCache(n, 40 * 4 * n / 2**20, 16)  # 40 slots
+    active = np.arange(n)
+    for clock in range(1, 400):
+        cached = np.flatnonzero(cache.slot_of >= 0)
+        if len(cached):  # the solver reads some cached columns at this clock
+            touched = rng.choice(cached, min(len(cached), rng.integers(0, 12)), replace=False)
+            cache.last_used[cache.slot_of[touched]] = clock
+        else:
+            touched = cached
+        missing = np.setdiff1d(rng.choice(n, rng.integers(1, 16), replace=False), cached)
+        if len(missing) == 0:
+            continue
+        cache.insert(missing, np.zeros((len(missing), n), np.float32), active, clock)
+        assert np.all(cache.slot_of[touched] >= 0), f"clock {clock}: a column in use was evicted"
+        assert np.all(cache.slot_of[missing] >= 0)
+        used = cache.owner >= 0
+        np.testing.assert_array_equal(cache.slot_of[cache.owner[used]], np.flatnonzero(used))
+        assert np.count_nonzero(cache.slot_of >= 0) == used.sum()
+
+
 def test_precomputed_sparse_and_weights_agree(cbcl_small):
     X, y, Xt, _ = cbcl_small
     X, y = X[:600], y[:600]
@@ -348,9 +376,12 @@ def test_n_jobs_solves_pairs_on_threads_with_the_same_model(pendigits_small):
     n_jobs=1 to the bit, and an error in one pair stops the fit and reaches the caller."""
     import threading
 
+    from threadpoolctl import threadpool_limits
+
     X, y = pendigits_small[0][:1500], pendigits_small[1][:1500]
     params = {"kernel": "rbf", "gamma": 2.0, "C": 10.0, "probability": True, "random_state": 0}
-    one = svmcore.SVC(**params).fit(X, y)
+    with threadpool_limits(1, user_api="blas"):  # as n_jobs > 1 runs BLAS (multi-threaded BLAS rounds otherwise)
+        one = svmcore.SVC(**params).fit(X, y)
     seen = set()
     two = svmcore.SVC(**params, n_jobs=2, callback=lambda info: seen.add(threading.get_ident())).fit(X, y)
     for name in ("support_", "dual_coef_", "intercept_", "probA_", "probB_"):
@@ -360,7 +391,9 @@ def test_n_jobs_solves_pairs_on_threads_with_the_same_model(pendigits_small):
     np.testing.assert_array_equal(two.predict_proba(X[:50]), one.predict_proba(X[:50]))
     for Xk, kw in ((sp.csr_matrix(X[:600]), {"kernel": "rbf", "gamma": 2.0}),  # CSR and precomputed inputs too
                    (X[:600] @ X[:600].T, {"kernel": "precomputed"})):
-        a, b = (svmcore.SVC(**kw, n_jobs=j).fit(Xk, y[:600]) for j in (1, 2))
+        with threadpool_limits(1, user_api="blas"):
+            a = svmcore.SVC(**kw).fit(Xk, y[:600])
+        b = svmcore.SVC(**kw, n_jobs=2).fit(Xk, y[:600])
         np.testing.assert_array_equal(a.dual_coef_, b.dual_coef_)
         np.testing.assert_array_equal(a.intercept_, b.intercept_)
 
