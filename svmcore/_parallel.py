@@ -6,6 +6,7 @@ numba solvers and kernels release the GIL, so threads are enough and the data ar
 """
 from __future__ import annotations
 
+import os
 import threading
 import warnings
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
@@ -56,10 +57,15 @@ def threadsafe_numba():
     return nb.threading_layer() != "workqueue"
 
 
-def check_threads(threads, name="threads"):
-    """``threads`` as an int >= 1; ValueError otherwise (bools included)."""
-    if isinstance(threads, bool) or not isinstance(threads, (int, np.integer)) or threads < 1:
-        raise ValueError(f"{name}: expected an integer >= 1, got {threads!r}")
+def check_threads(threads, name="threads", all_cores=False):
+    """``threads`` as an int >= 1; with ``all_cores``, -1 means one per core this process may run on (affinity,
+    containers). ValueError otherwise (bools included)."""
+    valid = not isinstance(threads, bool) and isinstance(threads, (int, np.integer))
+    if valid and all_cores and threads == -1:
+        return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    if not valid or threads < 1:
+        raise ValueError(f"{name}: expected {'-1 (one per core) or ' if all_cores else ''}an integer >= 1, "
+                         f"got {threads!r}")
     return int(threads)
 
 

@@ -6,14 +6,13 @@ the decision function f(x) = sum_i dual_coef_i K(sv_i, x) + intercept_.
 from __future__ import annotations
 
 import functools
-import os
 import types
 
 import numpy as np
 import scipy.sparse as sp
 
 from . import persistence
-from ._parallel import thread_map
+from ._parallel import check_threads, thread_map
 from ._validation import (NotFittedError, check_array, check_choice, check_class_weight, check_finite_fit, check_fitted,
                           check_labels, check_n_features, check_precomputed_kernel, check_random_state,
                           check_sample_weight, check_scalar, make_rng, row_weights)
@@ -273,14 +272,7 @@ class SVC(ClassifierMixin, _KernelSVM):
 
     def _n_threads(self):
         """Threads for the binary problems, from n_jobs (None: 1, -1: one per core); ValueError if invalid."""
-        n_jobs = self.n_jobs
-        if n_jobs is None:
-            return 1
-        if isinstance(n_jobs, bool) or not isinstance(n_jobs, (int, np.integer)) or not (n_jobs == -1 or n_jobs >= 1):
-            raise ValueError(f"n_jobs: expected None, -1 (one per core) or an integer >= 1, got {n_jobs!r}")
-        if n_jobs == -1:  # the cores this process may run on (affinity, containers), not all of the machine's
-            return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-        return int(n_jobs)
+        return 1 if self.n_jobs is None else check_threads(self.n_jobs, "n_jobs", all_cores=True)
 
     def fit(self, X, y, sample_weight=None):
         """Train and return self.
