@@ -15,6 +15,11 @@
    split plus the negative images (facedet.bootstrap.choose_threshold).
 
 Usage: PYTHONPATH=. python scripts/train_default.py [--rounds 2] [--out models/default_detector.npz] [--threads 1]
+                                                   [--check MODEL]
+
+--check MODEL compares the trained model's arrays and scan parameters with MODEL's and exits 1 if any differ.
+Run it after a change to svmcore or facedet, as ``--out /tmp/m.npz --check models/default_detector.npz``:
+even a change that only reorders float32 sums (the kernel cache's blocks) can move the shipped model.
 
 The result depends on the thread count (multi-threaded float sums move a few windows across the SVM's
 threshold: 103,660 instead of 103,655 false-positive windows in round 0 with 2 threads), so the script runs
@@ -34,9 +39,11 @@ import numpy as np  # noqa: E402
 
 from facedet.bootstrap import (best_windows, bootstrap, calibrate_box, choose_threshold, fit_svm,  # noqa: E402
                                train_detector)
+from facedet.detector import FORMAT as DETECTOR_FORMAT  # noqa: E402
 from facedet.detector import Detector  # noqa: E402
 from facedet.features import window_features  # noqa: E402
 from facedet.patches import augment  # noqa: E402
+from svmcore.persistence import read_archive  # noqa: E402
 
 from _training_data import (check_args, evaluate_scenes, fmt_box, lfw_faces, load_training_data,  # noqa: E402
                             log_round, report)
@@ -68,8 +75,12 @@ def main():
     ap.add_argument("--out", type=Path, default=ROOT / "models" / "default_detector.npz",
                     help="model file (default: replaces the shipped models/default_detector.npz)")
     ap.add_argument("--threads", default="1", help="threads for numba and BLAS (the shipped model: 1)")
+    ap.add_argument("--check", type=Path, metavar="MODEL",
+                    help="compare the result with this model file: exit 1 unless arrays and scan parameters are equal")
     args = ap.parse_args()
     check_args(ap, args)
+    if args.check is not None and not args.check.is_file():
+        ap.error(f"--check {args.check}: no such model file")
     t_start = time.perf_counter()
 
     X, y, negatives, ann, images = load_training_data(args.data)
@@ -111,6 +122,21 @@ def main():
     det.save(args.out)
     print(f"\nsaved {args.out} ({args.out.stat().st_size / 1e6:.1f} MB) in {time.perf_counter() - t_start:.0f} s total")
     report(det, rows, table, evaluate)
+    if args.check is not None:
+        differ = compare_models(args.out, args.check)
+        print(f"\n--check {args.check}: " + (f"DIFFERENT: {', '.join(differ)}" if differ else "reproduced (arrays "
+                                                                                          "and parameters equal)"))
+        raise SystemExit(1 if differ else 0)
+
+
+def compare_models(path, reference):
+    """Names of what differs between two detector files: arrays (bit for bit, shape and dtype) and the scan
+    parameters; the header's timings and versions are not compared."""
+    (head_a, arr_a), (head_b, arr_b) = (read_archive(p, DETECTOR_FORMAT) for p in (path, reference))
+    differ = sorted(k for k in arr_a.keys() | arr_b.keys()
+                    if k not in arr_a or k not in arr_b or arr_a[k].dtype != arr_b[k].dtype
+                    or not np.array_equal(arr_a[k], arr_b[k]))
+    return differ + (["params"] if head_a["params"] != head_b["params"] else [])
 
 
 if __name__ == "__main__":
