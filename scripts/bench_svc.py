@@ -13,6 +13,10 @@ Problems (real data from ../shared/data):
             values are not exposed), the last column the share of equal test predictions
   usps      USPS train (7,291 x 256, 10 classes, pixels in [-1, 1]), rbf gamma=0.0078 (~1/d), C=10; test on USPS test
   letter    letter.scale (15,000 x 16, 26 classes: 325 pairs), rbf gamma=1, C=10; test on letter.scale.t
+  a9a       a9a / Adult (32,561 x 123, binary features, 11% nonzero), CSR input to both, rbf gamma=0.05, C=1; test
+            on a9a.tst (svmcore trains on a dense copy: svmcore.kernels.densify_if_cheaper)
+  reuters   reuters money-fx (7,770 x 8,315 tf-idf, 0.5% nonzero), CSR input to both, rbf gamma=1, C=10; test on
+            reuters.tst (svmcore keeps it sparse)
 
 Both solvers run on one thread (LIBSVM has no other mode): the script sets OPENBLAS_NUM_THREADS and
 NUMBA_NUM_THREADS to 1 unless they are set already; set them to 2 to let svmcore's BLAS use both cores.
@@ -26,7 +30,8 @@ With --probability both fit with probability=True (LIBSVM's 5-fold cross-validat
 0 for both; the folds differ) and the script also prints both test log-losses and the mean absolute difference of
 their predict_proba.
 
-Usage: python scripts/bench_svc.py [--problems cbcl,ijcnn1,patches,pendigits,usps,letter] [--cache-size 200]
+Usage: python scripts/bench_svc.py [--problems cbcl,ijcnn1,patches,pendigits,usps,letter,a9a,reuters]
+       [--cache-size 200]
        [--n-patches N] [--probability] [--n-jobs N] [--data DIR]
 Needs the bench extra (scikit-learn). Not part of the test suite.
 """
@@ -64,6 +69,27 @@ def problem_ijcnn1(data):
     X, y = load_svmlight_file(str(data / "bench" / "ijcnn1" / "ijcnn1.trn.bz2"), n_features=22)
     Xt, yt = load_svmlight_file(str(data / "bench" / "ijcnn1" / "ijcnn1.tst.bz2"), n_features=22)
     return X.toarray(), y, Xt.toarray(), yt, dict(kernel="rbf", gamma=2.0, C=32.0)
+
+
+def _svmlight_csr(path, n_features):
+    """CSR with 32-bit indices (scikit-learn's SVC rejects the 64-bit ones load_svmlight_file returns)."""
+    import scipy.sparse as sp
+    from sklearn.datasets import load_svmlight_file
+
+    X, y = load_svmlight_file(str(path), n_features=n_features)
+    return sp.csr_matrix((X.data, X.indices.astype(np.int32), X.indptr.astype(np.int32)), shape=X.shape), y
+
+
+def problem_a9a(data):
+    X, y = _svmlight_csr(data / "bench" / "a9a" / "a9a.trn.bz2", 123)
+    Xt, yt = _svmlight_csr(data / "bench" / "a9a" / "a9a.tst.bz2", 123)
+    return X, y, Xt, yt, dict(kernel="rbf", gamma=0.05, C=1.0)
+
+
+def problem_reuters(data):
+    X, y = _svmlight_csr(data / "bench" / "reuters_lasvm" / "reuters.trn.bz2", 8315)
+    Xt, yt = _svmlight_csr(data / "bench" / "reuters_lasvm" / "reuters.tst.bz2", 8315)
+    return X, y, Xt, yt, dict(kernel="rbf", gamma=1.0, C=10.0)
 
 
 def problem_patches(data, n_total=100_000, seed=0):
@@ -132,9 +158,9 @@ def run(name, X, y, Xt, yt, params, cache_size, n_jobs=1):
     warnings.filterwarnings("ignore", message=".*probability.*deprecated", category=FutureWarning)  # sklearn 1.9
 
     # compile the numba code outside the timing
-    w = np.random.default_rng(0).choice(len(X), 300, replace=False)
+    w = np.random.default_rng(0).choice(X.shape[0], 300, replace=False)
     svmcore.SVC(**params).fit(X[w], y[w])
-    print(f"\n== {name}: n={len(X)}, d={X.shape[1]}, {params}, cache {cache_size} MB", flush=True)
+    print(f"\n== {name}: n={X.shape[0]}, d={X.shape[1]}, {params}, cache {cache_size} MB", flush=True)
     t = time.perf_counter()
     ours = svmcore.SVC(cache_size=cache_size, **params).fit(X, y)
     t_ours = time.perf_counter() - t
@@ -159,11 +185,12 @@ def run(name, X, y, Xt, yt, params, cache_size, n_jobs=1):
               flush=True)
     p_ours, p_ref = ours.predict(Xt), ref.predict(Xt)
     if len(ours.classes_) == 2:
-        obj_ref = objective(ours, X, ref.dual_coef_[0], ref.support_)
+        coef = ref.dual_coef_.toarray() if hasattr(ref.dual_coef_, "toarray") else ref.dual_coef_  # CSR input: CSR
+        obj_ref = objective(ours, X, coef[0], ref.support_)
         agree = float(np.corrcoef(ours.decision_function(Xt), ref.decision_function(Xt))[0, 1])
     else:
         obj_ref, agree = float("nan"), float(np.mean(p_ours == p_ref))
-    row = dict(problem=name, n=len(X), t_ours=t_ours, t_ref=t_ref, ratio=t_ours / t_ref, obj_ours=ours.objective_,
+    row = dict(problem=name, n=X.shape[0], t_ours=t_ours, t_ref=t_ref, ratio=t_ours / t_ref, obj_ours=ours.objective_,
                obj_ref=obj_ref, acc_ours=np.mean(p_ours == yt), acc_ref=np.mean(p_ref == yt),
                sv_ours=len(ours.support_), sv_ref=len(ref.support_), corr=agree)
     # LIBSVM exposes no per-pair objectives: "-" for multiclass problems
@@ -176,7 +203,7 @@ def run(name, X, y, Xt, yt, params, cache_size, n_jobs=1):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--problems", default="cbcl,ijcnn1,patches,pendigits",
-                    help="comma-separated, from cbcl, ijcnn1, patches, pendigits, usps, letter")
+                    help="comma-separated, from cbcl, ijcnn1, patches, pendigits, usps, letter, a9a, reuters")
     ap.add_argument("--cache-size", type=float, default=200.0, help="kernel cache in MB, for both solvers")
     ap.add_argument("--n-patches", type=int, default=100_000,
                     help="size of the patches problem (>= 28,838: the augmented faces and CBCL non-faces)")
@@ -189,7 +216,7 @@ def main():
     require_data(args.data, "the shared/data folder")
     makers = {"cbcl": problem_cbcl, "ijcnn1": problem_ijcnn1,
               "patches": lambda d: problem_patches(d, args.n_patches), "pendigits": problem_pendigits,
-              "usps": problem_usps, "letter": problem_letter}
+              "usps": problem_usps, "letter": problem_letter, "a9a": problem_a9a, "reuters": problem_reuters}
     unknown = set(args.problems.split(",")) - set(makers)
     if unknown:
         ap.error(f"--problems: unknown {sorted(unknown)}; choose from {sorted(makers)}")

@@ -72,6 +72,29 @@ def resolve_kernel(kernel, X, gamma, degree, coef0) -> KernelSpec:
     return KernelSpec("rbf", g)
 
 
+# Sparse rows are worth keeping sparse only where the sparse product does much less work than BLAS's dense
+# one. Its work per kernel column is sum_j count_j^2 / n multiply-adds (count_j: the rows where feature j is
+# nonzero) against n d for the dense product, and each costs about 400 times as much (scipy builds its
+# result entry by entry; measured on uniform random CSR at d = 123-8315: the two break even at 4-6% nonzeros).
+# So the rows go dense from mean_j (count_j / n)^2 = 1/400 on. Full fits, one thread: a9a (0.050) and w8a
+# (0.0045) train 4.2x and 2.3x faster dense; reuters (0.0004) 11x faster sparse (docs/svc.md).
+DENSE_FROM = 1.0 / 400
+DENSE_MAX_BYTES = 2**29  # the float64 copy's size beyond which sparse rows stay sparse whatever their density
+
+
+def densify_if_cheaper(X):
+    """X as a dense float64 array if it is a CSR matrix whose kernel products are cheaper dense (see
+    ``DENSE_FROM``) and whose dense copy takes at most ``DENSE_MAX_BYTES``; else X itself. The kernel values
+    are the same either way, up to the rounding of the products."""
+    if not sp.issparse(X):
+        return X
+    n, d = X.shape
+    if 8 * n * d > DENSE_MAX_BYTES:
+        return X
+    count = np.bincount(X.indices, minlength=d).astype(np.float64)
+    return X.toarray() if count @ count >= DENSE_FROM * float(n) ** 2 * d else X
+
+
 @nb.njit(cache=True, nogil=True)
 def _rbf_exponent(dot, sq_a, sq_b, gamma, out):
     m, k = dot.shape

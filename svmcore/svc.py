@@ -17,7 +17,7 @@ from ._validation import (NotFittedError, check_array, check_choice, check_class
                           check_labels, check_n_features, check_precomputed_kernel, check_random_state,
                           check_sample_weight, check_scalar, make_rng, row_weights)
 from .base import BaseEstimator, ClassifierMixin
-from .kernels import KernelSpec, check_gamma, kernel_block, resolve_kernel
+from .kernels import KernelSpec, check_gamma, densify_if_cheaper, kernel_block, resolve_kernel
 from .multiclass import ovo_pairs, ovo_votes
 from .probability import MIN_PROB, fit_sigmoid, pairwise_coupling, sigmoid_predict
 from .qmatrix import KernelQ, PrecomputedQ
@@ -68,7 +68,7 @@ class _KernelSVM(BaseEstimator):
         spec = resolve_kernel(self.kernel, X, self.gamma, self.degree, self.coef0)
         if spec.kind == "precomputed":
             check_precomputed_kernel(X)
-        return X, spec
+        return densify_if_cheaper(X), spec
 
     def _make_q(self, X, spec, y):
         if spec.kind == "precomputed":

@@ -153,7 +153,8 @@ def test_column_cache_never_evicts_the_current_working_set():
         assert np.count_nonzero(cache.slot_of >= 0) == used.sum()
 
 
-def test_precomputed_sparse_and_weights_agree(cbcl_small):
+def test_precomputed_sparse_and_weights_agree(cbcl_small, monkeypatch):
+    monkeypatch.setattr(svmcore.kernels, "DENSE_FROM", np.inf)  # the sparse kernel path, not a dense copy
     X, y, Xt, _ = cbcl_small
     X, y = X[:600], y[:600]
     dense = svmcore.SVC(kernel="rbf", gamma=0.05, C=2.0).fit(X, y)
@@ -523,7 +524,8 @@ def test_class_weight_round_trips_through_model_files(cbcl_small, tmp_path):
 
 
 @pytest.mark.timeout(120)  # before the fix SMO cycled forever on this problem
-def test_rbf_ignores_a_common_offset_in_the_features(pendigits_small):
+def test_rbf_ignores_a_common_offset_in_the_features(pendigits_small, monkeypatch):
+    monkeypatch.setattr(svmcore.kernels, "DENSE_FROM", np.inf)  # CSR keeps its own (float64) kernel path
     X, y, Xt, _ = pendigits_small
     m = np.isin(y, [1, 2])
     X, y, Xt = X[m][:300], y[m][:300], Xt[:300]  # digits 1 and 2; features in [0, 1]
@@ -582,3 +584,32 @@ def test_solver_without_max_iter_stops_at_libsvms_cap(cbcl_small, monkeypatch):
     with pytest.warns(RuntimeWarning, match=r"after \d+ SMO steps \(the cap without max_iter"):
         m = svmcore.SVC(kernel="rbf", C=1e4).fit(X, y)
     assert m.kkt_violation_ > 1e-3 and m.n_iter_ > 0
+
+
+def _svmlight(data_dir, path, n_features, n):
+    from sklearn.datasets import load_svmlight_file
+
+    X, y = load_svmlight_file(str(data_dir / "bench" / path), n_features=n_features)
+    X = sp.csr_matrix((X.data, X.indices.astype(np.int32), X.indptr.astype(np.int32)), shape=X.shape)
+    return X[:n], y[:n], X[n:2 * n], y[n:2 * n]
+
+
+def test_sparse_rows_go_dense_only_where_the_dense_product_is_cheaper(data_dir, monkeypatch):
+    a9a, ya, a9a_t, _ = _svmlight(data_dir, "a9a/a9a.trn.bz2", 123, 1500)  # 11% nonzero, mean (count/n)^2 0.05
+    reuters, yr, reuters_t, yrt = _svmlight(data_dir, "reuters_lasvm/reuters.trn.bz2", 8315, 1500)  # 0.5%
+    dense = svmcore.kernels.densify_if_cheaper(a9a)
+    assert isinstance(dense, np.ndarray) and np.array_equal(dense, a9a.toarray())
+    assert svmcore.kernels.densify_if_cheaper(reuters) is reuters
+    # the same problem on either path: the same dual optimum, and the sparse path agrees with LIBSVM
+    fast = svmcore.SVC(C=1.0, gamma=0.05).fit(a9a, ya)
+    monkeypatch.setattr(svmcore.kernels, "DENSE_FROM", np.inf)
+    assert svmcore.kernels.densify_if_cheaper(a9a) is a9a
+    slow = svmcore.SVC(C=1.0, gamma=0.05).fit(a9a, ya)
+    assert abs(fast.objective_ - slow.objective_) <= 1e-5 * abs(slow.objective_)
+    np.testing.assert_allclose(fast.decision_function(a9a_t), slow.decision_function(a9a_t), atol=2e-3)
+    ours = svmcore.SVC(C=10.0, gamma=1.0).fit(reuters, yr)
+    ref = sk.SVC(C=10.0, gamma=1.0).fit(reuters, yr)
+    np.testing.assert_allclose(ours.decision_function(reuters_t), ref.decision_function(reuters_t), atol=2e-3)
+    monkeypatch.setattr(svmcore.kernels, "DENSE_FROM", 0.0)
+    monkeypatch.setattr(svmcore.kernels, "DENSE_MAX_BYTES", 8 * 1500 * 123 - 1)  # one byte short of a9a's copy
+    assert svmcore.kernels.densify_if_cheaper(a9a) is a9a
