@@ -277,7 +277,8 @@ class SVC(ClassifierMixin, _KernelSVM):
     def fit(self, X, y, sample_weight=None):
         """Train and return self.
 
-        X: (n, d) float array or CSR matrix, or the (n, n) kernel matrix for kernel="precomputed"; y: (n,)
+        X: (n, d) float array or CSR matrix (trained on a dense copy where that is cheaper and small:
+        :func:`svmcore.kernels.densify_if_cheaper`), or the (n, n) kernel matrix for kernel="precomputed"; y: (n,)
         with at least 2 distinct labels (numbers or strings); sample_weight: (n,) >= 0, None for ones; row
         i gets the box constraint C * class_weight[y_i] * sample_weight[i]. With probability=True, each
         binary model is first cross-validated (:meth:`_cross_val_decision`) and Platt's sigmoid fitted to
