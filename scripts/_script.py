@@ -1,5 +1,6 @@
 """What the scripts share: thread limits set before numpy, numba, OpenCV or BLAS load (they read them once),
-``positive_int``, the argparse type of their counts, and ``DATA``, the data folder.
+``positive_int``, the argparse type of their counts, ``DATA``, the data folder, and ``svmlight_csr``, the reader
+of the LIBSVM-format bench files.
 
 ``limit_threads()`` reads ``--threads N`` or ``--threads=N`` from the command line (default 1: one thread
 each, a fair comparison with single-threaded references such as LIBSVM) and sets OMP, OpenBLAS, MKL and
@@ -51,6 +52,17 @@ def require_data(path=DATA, what="the shared/data folder"):
         _usage_error(f"missing data {path} ({what}); the scripts read ../shared/data beside the repository, or "
                      "the folder in $FACEDET_DATA")
     return path
+
+
+def svmlight_csr(path, n_features):
+    """(X, y) of a LIBSVM-format file: X as CSR float64 with 32-bit indices (LIBLINEAR and scikit-learn's SVC
+    reject the 64-bit ones ``load_svmlight_file`` returns), y float64."""
+    import numpy as np
+    import scipy.sparse as sp
+    from sklearn.datasets import load_svmlight_file
+
+    X, y = load_svmlight_file(str(path), n_features=n_features)
+    return sp.csr_matrix((X.data, X.indices.astype(np.int32), X.indptr.astype(np.int32)), shape=X.shape), y
 
 
 def _usage_error(message):

@@ -48,7 +48,6 @@ import cv2
 import h5py
 import numba
 import numpy as np
-import scipy.sparse as sp
 from sklearn.datasets import load_svmlight_file
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.kernel_approximation import AdditiveChi2Sampler
@@ -57,7 +56,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.svm import LinearSVC
 from threadpoolctl import threadpool_limits
 
-from _script import DATA, positive_int, require_data  # scripts/ is on sys.path when run
+from _script import DATA, positive_int, require_data, svmlight_csr  # scripts/ is on sys.path when run
 from svmcore.pmsvm import PmSVM, approximation_error, lut_decision, power_mean_kernel
 
 C_GRID = (0.1, 1.0, 10.0)
@@ -92,9 +91,7 @@ def load_pendigits():
 
 
 def _svmlight(path, n_features):
-    """CSR float64 with 32-bit indices (LIBLINEAR rejects the 64-bit ones load_svmlight_file returns)."""
-    X, y = load_svmlight_file(str(path), n_features=n_features)
-    X = sp.csr_matrix((X.data, X.indices.astype(np.int32), X.indptr.astype(np.int32)), shape=X.shape)
+    X, y = svmlight_csr(path, n_features)
     return X, y.astype(int)
 
 

@@ -37,7 +37,7 @@ Needs the bench extra (scikit-learn). Not part of the test suite.
 """
 from __future__ import annotations
 
-from _script import DATA, limit_threads, require_data  # scripts/ is on sys.path when run
+from _script import DATA, limit_threads, require_data, svmlight_csr  # scripts/ is on sys.path when run
 
 limit_threads(override=False)  # before numpy and numba load
 
@@ -71,24 +71,15 @@ def problem_ijcnn1(data):
     return X.toarray(), y, Xt.toarray(), yt, dict(kernel="rbf", gamma=2.0, C=32.0)
 
 
-def _svmlight_csr(path, n_features):
-    """CSR with 32-bit indices (scikit-learn's SVC rejects the 64-bit ones load_svmlight_file returns)."""
-    import scipy.sparse as sp
-    from sklearn.datasets import load_svmlight_file
-
-    X, y = load_svmlight_file(str(path), n_features=n_features)
-    return sp.csr_matrix((X.data, X.indices.astype(np.int32), X.indptr.astype(np.int32)), shape=X.shape), y
-
-
 def problem_a9a(data):
-    X, y = _svmlight_csr(data / "bench" / "a9a" / "a9a.trn.bz2", 123)
-    Xt, yt = _svmlight_csr(data / "bench" / "a9a" / "a9a.tst.bz2", 123)
+    X, y = svmlight_csr(data / "bench" / "a9a" / "a9a.trn.bz2", 123)
+    Xt, yt = svmlight_csr(data / "bench" / "a9a" / "a9a.tst.bz2", 123)
     return X, y, Xt, yt, dict(kernel="rbf", gamma=0.05, C=1.0)
 
 
 def problem_reuters(data):
-    X, y = _svmlight_csr(data / "bench" / "reuters_lasvm" / "reuters.trn.bz2", 8315)
-    Xt, yt = _svmlight_csr(data / "bench" / "reuters_lasvm" / "reuters.tst.bz2", 8315)
+    X, y = svmlight_csr(data / "bench" / "reuters_lasvm" / "reuters.trn.bz2", 8315)
+    Xt, yt = svmlight_csr(data / "bench" / "reuters_lasvm" / "reuters.tst.bz2", 8315)
     return X, y, Xt, yt, dict(kernel="rbf", gamma=1.0, C=10.0)
 
 
