@@ -72,27 +72,34 @@ def resolve_kernel(kernel, X, gamma, degree, coef0) -> KernelSpec:
     return KernelSpec("rbf", g)
 
 
-# Sparse rows are worth keeping sparse only where the sparse product does much less work than BLAS's dense
-# one. Its work per kernel column is sum_j count_j^2 / n multiply-adds (count_j: the rows where feature j is
-# nonzero) against n d for the dense product, and each costs about 400 times as much (scipy builds its
-# result entry by entry; measured on uniform random CSR at d = 123-8315: the two break even at 4-6% nonzeros).
-# So the rows go dense from mean_j (count_j / n)^2 = 1/400 on. Full fits, one thread: a9a (0.050) and w8a
-# (0.0045) train 4.2x and 2.3x faster dense; reuters (0.0004) 11x faster sparse (docs/svc.md).
-DENSE_FROM = 1.0 / 400
-DENSE_MAX_BYTES = 2**29  # the float64 copy's size beyond which sparse rows stay sparse whatever their density
+# Sparse rows stay sparse only where scipy's sparse product is cheaper than BLAS's dense one (float32, n d
+# multiply-adds per kernel row). With p_j the share of rows where feature j is nonzero, a sparse kernel row
+# costs n sum_j p_j^2 multiply-adds, which cost more where the columns are short (scattered updates): 29
+# units each, plus 205 more times (1 - p_j), plus 260 per nonzero of the product row, whose expected count is
+# n (1 - exp(-sum_j p_j^2)); one unit is one of BLAS's multiply-adds. Fitted on 25 kernel blocks (one
+# thread; uniform random CSR at d = 123-8,315 and 0.5-10% nonzero, the same with 5-60 dense columns, a9a,
+# w8a, reuters): it picks the faster path in all but a tie. Full fits: a9a 4.2x faster dense, reuters 11x
+# faster sparse (docs/svc.md).
+SPARSE_COST = (29.0, 205.0, 260.0)
+DENSE_MAX_BYTES = 2**28  # the float64 copy's size beyond which sparse rows stay sparse (rbf fits hold ~2.5x that)
 
 
 def densify_if_cheaper(X):
-    """X as a dense float64 array if it is a CSR matrix whose kernel products are cheaper dense (see
-    ``DENSE_FROM``) and whose dense copy takes at most ``DENSE_MAX_BYTES``; else X itself. The kernel values
-    are the same either way, up to the rounding of the products."""
+    """X.toarray() if X is a sparse matrix whose kernel products are cheaper dense (``SPARSE_COST``) and whose
+    dense copy takes at most ``DENSE_MAX_BYTES``; else X itself. The kernel values are the same either way, up
+    to the rounding of the products."""
     if not sp.issparse(X):
         return X
+    X = X.tocsr()
     n, d = X.shape
     if 8 * n * d > DENSE_MAX_BYTES:
         return X
-    count = np.bincount(X.indices, minlength=d).astype(np.float64)
-    return X.toarray() if count @ count >= DENSE_FROM * float(n) ** 2 * d else X
+    p = np.bincount(X.indices, minlength=d) / n
+    p2 = p * p
+    flops, scattered = p2.sum(), p2 @ (1.0 - p)
+    a, b, c = SPARSE_COST
+    sparse = n * (a * flops + b * scattered + c * (1.0 - np.exp(-flops)))
+    return X.toarray() if sparse > n * d else X
 
 
 @nb.njit(cache=True, nogil=True)

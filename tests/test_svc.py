@@ -154,7 +154,7 @@ def test_column_cache_never_evicts_the_current_working_set():
 
 
 def test_precomputed_sparse_and_weights_agree(cbcl_small, monkeypatch):
-    monkeypatch.setattr(svmcore.kernels, "DENSE_FROM", np.inf)  # the sparse kernel path, not a dense copy
+    monkeypatch.setattr(svmcore.kernels, "SPARSE_COST", (0.0, 0.0, 0.0))  # the sparse kernel path, not a dense copy
     X, y, Xt, _ = cbcl_small
     X, y = X[:600], y[:600]
     dense = svmcore.SVC(kernel="rbf", gamma=0.05, C=2.0).fit(X, y)
@@ -525,7 +525,7 @@ def test_class_weight_round_trips_through_model_files(cbcl_small, tmp_path):
 
 @pytest.mark.timeout(120)  # before the fix SMO cycled forever on this problem
 def test_rbf_ignores_a_common_offset_in_the_features(pendigits_small, monkeypatch):
-    monkeypatch.setattr(svmcore.kernels, "DENSE_FROM", np.inf)  # CSR keeps its own (float64) kernel path
+    monkeypatch.setattr(svmcore.kernels, "SPARSE_COST", (0.0, 0.0, 0.0))  # CSR keeps its own (float64) kernel path
     X, y, Xt, _ = pendigits_small
     m = np.isin(y, [1, 2])
     X, y, Xt = X[m][:300], y[m][:300], Xt[:300]  # digits 1 and 2; features in [0, 1]
@@ -595,21 +595,32 @@ def _svmlight(data_dir, path, n_features, n):
 
 
 def test_sparse_rows_go_dense_only_where_the_dense_product_is_cheaper(data_dir, monkeypatch):
-    a9a, ya, a9a_t, _ = _svmlight(data_dir, "a9a/a9a.trn.bz2", 123, 1500)  # 11% nonzero, mean (count/n)^2 0.05
+    a9a, ya, a9a_t, _ = _svmlight(data_dir, "a9a/a9a.trn.bz2", 123, 1500)  # 123 binary features, 11% nonzero
     reuters, yr, reuters_t, yrt = _svmlight(data_dir, "reuters_lasvm/reuters.trn.bz2", 8315, 1500)  # 0.5%
     dense = svmcore.kernels.densify_if_cheaper(a9a)
     assert isinstance(dense, np.ndarray) and np.array_equal(dense, a9a.toarray())
     assert svmcore.kernels.densify_if_cheaper(reuters) is reuters
-    # the same problem on either path: the same dual optimum, and the sparse path agrees with LIBSVM
+    # a few dense columns (numeric features beside tf-idf) make the sparse product's work large but cheap per
+    # multiply-add: still about 5x faster sparse
+    numeric = sp.csr_matrix(np.random.default_rng(0).random((1500, 20)))
+    assert sp.issparse(svmcore.kernels.densify_if_cheaper(sp.hstack([reuters, numeric], format="csr")))
+    # fit trains on what densify_if_cheaper returns
+    seen = []
+    make_q = svmcore.svc.KernelQ
+    monkeypatch.setattr(svmcore.svc, "KernelQ", lambda X, *a: seen.append(sp.issparse(X)) or make_q(X, *a))
     fast = svmcore.SVC(C=1.0, gamma=0.05).fit(a9a, ya)
-    monkeypatch.setattr(svmcore.kernels, "DENSE_FROM", np.inf)
+    ours = svmcore.SVC(C=10.0, gamma=1.0).fit(reuters, yr)
+    assert seen == [False, True]
+    # the same problem on either path: the same dual optimum, and the sparse path agrees with LIBSVM
+    monkeypatch.setattr(svmcore.kernels, "SPARSE_COST", (0.0, 0.0, 0.0))
     assert svmcore.kernels.densify_if_cheaper(a9a) is a9a
     slow = svmcore.SVC(C=1.0, gamma=0.05).fit(a9a, ya)
     assert abs(fast.objective_ - slow.objective_) <= 1e-5 * abs(slow.objective_)
     np.testing.assert_allclose(fast.decision_function(a9a_t), slow.decision_function(a9a_t), atol=2e-3)
-    ours = svmcore.SVC(C=10.0, gamma=1.0).fit(reuters, yr)
     ref = sk.SVC(C=10.0, gamma=1.0).fit(reuters, yr)
     np.testing.assert_allclose(ours.decision_function(reuters_t), ref.decision_function(reuters_t), atol=2e-3)
-    monkeypatch.setattr(svmcore.kernels, "DENSE_FROM", 0.0)
+    monkeypatch.setattr(svmcore.kernels, "SPARSE_COST", (1e9, 0.0, 0.0))
     monkeypatch.setattr(svmcore.kernels, "DENSE_MAX_BYTES", 8 * 1500 * 123 - 1)  # one byte short of a9a's copy
     assert svmcore.kernels.densify_if_cheaper(a9a) is a9a
+    monkeypatch.setattr(svmcore.kernels, "DENSE_MAX_BYTES", 8 * 1500 * 123)
+    assert isinstance(svmcore.kernels.densify_if_cheaper(a9a), np.ndarray)
