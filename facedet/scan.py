@@ -65,45 +65,69 @@ def prefilter_map(level, prefilter, stride=1):
 
 @nb.njit(cache=True, nogil=True)
 def _stage0(L, corr, stride, flat_below):
-    # score and norm on the stride grid in one pass (no full-level temporaries). The plane residual's squared
-    # norm comes from the window sums of p, p^2, x p and y p, read off four integral images:
-    # |p|^2 - n mean^2 - ((x p)^2 + (y p)^2) / sum r^2 with x, y about the window's centre. For grey levels
-    # (integers) every sum is exact in float64, whatever its order.
+    # score and norm on the stride grid in one pass over the level. The plane residual's squared norm comes from
+    # the window sums of p, p^2, x p and y p: |p|^2 - n mean^2 - ((x p)^2 + (y p)^2) / sum r^2 with x, y about
+    # the window's centre. Column sums over the current 19-row band move down by the stride (rows in, rows out),
+    # and each grid row's window sums are differences of their running sums along x: O(width) memory that stays
+    # in cache (four whole-level integral images were memory-bound: 2.2 of 5.6 s on a 12-megapixel photo). For
+    # grey levels (integers) every sum is exact in float64, whatever its order, so the result is too.
     h, w = L.shape
-    I1 = np.zeros((h + 1, w + 1))
-    I2 = np.zeros((h + 1, w + 1))
-    IX = np.zeros((h + 1, w + 1))
-    IY = np.zeros((h + 1, w + 1))
-    for y in range(h):
-        r1 = r2 = rx = ry = 0.0
-        for x in range(w):
-            v = np.float64(L[y, x])
-            r1 += v
-            r2 += v * v
-            rx += v * x
-            ry += v * y
-            I1[y + 1, x + 1] = I1[y, x + 1] + r1
-            I2[y + 1, x + 1] = I2[y, x + 1] + r2
-            IX[y + 1, x + 1] = IX[y, x + 1] + rx
-            IY[y + 1, x + 1] = IY[y, x + 1] + ry
     ny = (h - WINDOW) // stride + 1
     nx = (w - WINDOW) // stride + 1
     score = np.empty((ny, nx))
     norm = np.empty((ny, nx))
+    c1 = np.zeros(w)
+    c2 = np.zeros(w)
+    cx = np.zeros(w)
+    cy = np.zeros(w)
+    P1 = np.zeros(w + 1)
+    P2 = np.zeros(w + 1)
+    PX = np.zeros(w + 1)
+    PY = np.zeros(w + 1)
+    top = 0  # the band holds rows [top, top + 19)
+    for y in range(WINDOW):
+        _band_row(L, y, 1.0, c1, c2, cx, cy)
     for i in range(ny):
         y0 = i * stride
-        y1 = y0 + WINDOW
+        if y0 - top >= WINDOW:  # a stride of 19 or more: no row stays in the band
+            c1[:] = 0.0
+            c2[:] = 0.0
+            cx[:] = 0.0
+            cy[:] = 0.0
+            for y in range(y0, y0 + WINDOW):
+                _band_row(L, y, 1.0, c1, c2, cx, cy)
+        else:
+            for y in range(top, y0):
+                _band_row(L, y, -1.0, c1, c2, cx, cy)
+                _band_row(L, y + WINDOW, 1.0, c1, c2, cx, cy)
+        top = y0
+        for x in range(w):
+            P1[x + 1] = P1[x] + c1[x]
+            P2[x + 1] = P2[x] + c2[x]
+            PX[x + 1] = PX[x] + cx[x]
+            PY[x + 1] = PY[x] + cy[x]
         for j in range(nx):
             x0 = j * stride
             x1 = x0 + WINDOW
-            s1 = I1[y1, x1] - I1[y0, x1] - I1[y1, x0] + I1[y0, x0]
-            s2 = I2[y1, x1] - I2[y0, x1] - I2[y1, x0] + I2[y0, x0]
-            mx = IX[y1, x1] - IX[y0, x1] - IX[y1, x0] + IX[y0, x0] - (x0 + _C) * s1
-            my = IY[y1, x1] - IY[y0, x1] - IY[y1, x0] + IY[y0, x0] - (y0 + _C) * s1
+            s1 = P1[x1] - P1[x0]
+            s2 = P2[x1] - P2[x0]
+            mx = PX[x1] - PX[x0] - (x0 + _C) * s1
+            my = PY[x1] - PY[x0] - (y0 + _C) * s1
             n2 = s2 - s1 * s1 / _N - (mx * mx + my * my) / SUM_R2
             norm[i, j] = np.sqrt(max(n2, 1e-12))
             score[i, j] = -np.inf if n2 < flat_below else np.float64(corr[y0, x0]) / norm[i, j]
     return score, norm
+
+
+@nb.njit(cache=True, nogil=True, inline="always")
+def _band_row(L, y, sign, c1, c2, cx, cy):
+    """Add (sign 1) or remove (-1) row y of L to the band's column sums of p, p^2, x p and y p."""
+    for x in range(L.shape[1]):
+        v = np.float64(L[y, x])
+        c1[x] += sign * v
+        c2[x] += sign * (v * v)
+        cx[x] += sign * (v * x)
+        cy[x] += sign * (v * y)
 
 
 def later_stages(L, ys, xs, norm, Wk, thresholds, chunk=2048):

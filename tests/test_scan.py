@@ -96,7 +96,7 @@ def test_prefilter_map_equals_window_scores(astro, prefilter):
     assert np.isinf(score[ys, xs][flat]).all()
 
 
-@pytest.mark.parametrize("stride", [2, 3])
+@pytest.mark.parametrize("stride", [2, 3, 18, 19])  # 19: no row stays in the band from one grid row to the next
 def test_prefilter_map_stride_is_the_subsampled_map(astro, prefilter, stride):
     level = cv2.resize(astro, (211, 187), interpolation=cv2.INTER_AREA)
     full = prefilter_map(level, prefilter)
