@@ -84,12 +84,10 @@ def _stage0(L, corr, stride, flat_below):
     P2 = np.zeros(w + 1)
     PX = np.zeros(w + 1)
     PY = np.zeros(w + 1)
-    top = 0  # the band holds rows [top, top + 19)
-    for y in range(WINDOW):
-        _band_row(L, y, 1.0, c1, c2, cx, cy)
+    top = -WINDOW  # the band holds rows [top, top + 19): none yet
     for i in range(ny):
         y0 = i * stride
-        if y0 - top >= WINDOW:  # a stride of 19 or more: no row stays in the band
+        if y0 - top >= WINDOW:  # the first grid row, or a stride of 19 or more: no row stays in the band
             c1[:] = 0.0
             c2[:] = 0.0
             cx[:] = 0.0
