@@ -428,6 +428,12 @@ def test_dense_and_sparse_row_layouts_train_the_same_model(pendigits, monkeypatc
         np.testing.assert_array_equal(dense.n_iter_, csr.n_iter_)
         np.testing.assert_array_equal(dense.predict(Xt), csr.predict(Xt))
         assert np.abs(dense.coef_).sum() > 0
+    # rows beyond ROWS_MAX_BYTES stay CSR: the CSR model to the bit
+    monkeypatch.setattr(svmcore.pmsvm, "ROWS_MAX_BYTES", X.size * 3 * 8 - 1)
+    big = PmSVM(C=1.0, random_state=0).fit(X, y)
+    monkeypatch.setattr(svmcore.pmsvm, "DENSE_FROM", 1.01)
+    np.testing.assert_array_equal(big.coef_, PmSVM(C=1.0, random_state=0).fit(X, y).coef_)
+    monkeypatch.undo()
     # CSR with duplicate entries and unsorted indices trains the model of its canonical form, in either layout:
     # each row's first entry is split in two halves, one of them moved to the end of the row
     Xs = sp.csr_matrix(X)
