@@ -14,7 +14,8 @@
    (facedet.bootstrap.choose_threshold), thresholds -1..3: PmSVM scores of faces reach higher than the
    polynomial SVM's.
 
-Usage: PYTHONPATH=. python scripts/train_pmsvm_detector.py [--rounds 3] [--C 1] [--p -1] --out PATH [--threads 1]
+Usage: PYTHONPATH=. python scripts/train_pmsvm_detector.py [--rounds 3] [--C 1] [--p -1] [--max-iter 1000] --out PATH
+       [--threads 1]
 
 Runs on one thread unless --threads says otherwise: multi-threaded float sums can move windows across the
 threshold, so results are reproducible at a given thread count.
@@ -46,12 +47,17 @@ def main():
     ap.add_argument("--rounds", type=int, default=3, help="bootstrapping rounds on the negative images")
     ap.add_argument("--C", type=float, default=1.0, help="PmSVM's C")
     ap.add_argument("--p", type=float, default=-1.0, help="power mean: -1 chi-square, -8 ~ intersection")
+    ap.add_argument("--max-iter", type=int, default=1000,
+                    help="PmSVM's epoch cap; these problems need about 300 epochs to reach tol = 0.1, and a fit stopped "
+                         "before that depends on rounding (so then does every bootstrapping round after it)")
     ap.add_argument("--out", type=Path, required=True, help="model file to write")
     ap.add_argument("--threads", default="1", help="threads for numba and BLAS")
     args = ap.parse_args()
     check_args(ap, args)
+    if args.max_iter < 1:
+        ap.error(f"--max-iter: expected >= 1, got {args.max_iter}")
     t_start = time.perf_counter()
-    pmsvm_params = {"C": args.C, "p": args.p, "random_state": 0}
+    pmsvm_params = {"C": args.C, "p": args.p, "max_iter": args.max_iter, "random_state": 0}
 
     X, y, negatives, ann, images = load_training_data(args.data)
 
