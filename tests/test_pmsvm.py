@@ -405,6 +405,14 @@ def test_labels_sparse_input_and_determinism(pendigits):
     np.testing.assert_array_equal(m1.classes_, list("abcdefghij"))
     np.testing.assert_array_equal(m1.coef_, m2.coef_)
     np.testing.assert_array_equal(m1.predict(Xt), m2.predict(sp.csr_matrix(Xt)))
+    # dense input reaches the dense rows entry by entry: column order, an all-zero feature and an all-zero row
+    # give the model of the same data in CSR
+    X2 = X[:1500].copy()
+    X2[:, 3] = 0.0
+    X2[5] = 0.0
+    dense = PmSVM(C=1.0, random_state=3).fit(np.asfortranarray(X2), names[:1500])
+    np.testing.assert_array_equal(dense.coef_, PmSVM(C=1.0, random_state=3).fit(sp.csr_matrix(X2), names[:1500]).coef_)
+    assert dense.x_max_[3] == 1.0 and not dense.coef_[:, 3].any()
     assert set(m1.predict(Xt)) <= set(m1.classes_)
     for p in (0.0, -8.0, -np.inf):  # the other kernels of the family train too
         assert np.mean(PmSVM(C=1.0, p=p, random_state=0).fit(X, y).predict(Xt) == pendigits[3]) > 0.8
