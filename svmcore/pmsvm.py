@@ -399,6 +399,26 @@ def _row_sums(indptr, values):
 
 
 @nb.njit(cache=True)
+def _column_max(indices, values, d):
+    """Each feature's largest value over the CSR positions (0 where it never occurs): (d,) float64, one pass
+    instead of scipy's conversion to CSC (2 ms on reuters)."""
+    out = np.zeros(d)
+    for q in range(indices.shape[0]):
+        out[indices[q]] = max(out[indices[q]], values[q])
+    return out
+
+
+@nb.njit(cache=True)
+def _table_codes(indices, values, x_max, lut_bins, itype):
+    """Each position's table row: rint(x_q / x_max[j] (lut_bins - 1)), at most lut_bins - 1; one pass."""
+    out = np.empty(indices.shape[0], dtype=itype)
+    top = lut_bins - 1
+    for q in range(indices.shape[0]):
+        out[q] = min(np.rint(values[q] / x_max[indices[q]] * top), top)
+    return out
+
+
+@nb.njit(cache=True)
 def _dense_rows(indptr, indices, codes, ev, beta, unit):
     """The dense-row layout of CSR rows: (n, d n_basis) float32 e(x_ij) and s_j beta(x_ij), zero where x_ij = 0."""
     n, d, n_basis = indptr.shape[0] - 1, unit.shape[0], ev.shape[1]
@@ -438,10 +458,22 @@ def _margin(i, indptr, indices, codes, ev, w, bias_w):
     nb_ = ev.shape[1]
     f = 0.0
     if nb_ == 3:  # the paper's basis written out (1.2-1.4x faster than the loop on USPS / CBCL HOG in CSR)
-        for q in range(indptr[i], indptr[i + 1]):
+        g = 0.0  # two partial sums, so that consecutive positions' adds need not wait on each other (1.07x on reuters)
+        q = indptr[i]
+        end = indptr[i + 1]
+        while q + 1 < end:
             c = codes[q]
             o = 3 * indices[q]
             f += ev[c, 0] * w[o] + ev[c, 1] * w[o + 1] + ev[c, 2] * w[o + 2]
+            c = codes[q + 1]
+            o = 3 * indices[q + 1]
+            g += ev[c, 0] * w[o] + ev[c, 1] * w[o + 1] + ev[c, 2] * w[o + 2]
+            q += 2
+        if q < end:
+            c = codes[q]
+            o = 3 * indices[q]
+            f += ev[c, 0] * w[o] + ev[c, 1] * w[o + 1] + ev[c, 2] * w[o + 2]
+        f += g
     else:
         for q in range(indptr[i], indptr[i + 1]):
             c = codes[q]
@@ -772,7 +804,7 @@ class PmSVM(ClassifierMixin, BaseEstimator):
             X = sp.csr_matrix(X)
             X.eliminate_zeros()  # k(0, x) = 0: a zero feature adds nothing to a gradient or an update
             nnz = X.nnz
-            x_max = np.asarray(X.max(axis=0).toarray(), dtype=np.float64).ravel()  # X >= 0: 0 if never positive
+            x_max = _column_max(X.indices, X.data, d)  # X >= 0: 0 if never positive
         else:
             nnz = np.count_nonzero(X)
             x_max = X.max(axis=0).astype(np.float64)
@@ -790,14 +822,15 @@ class PmSVM(ClassifierMixin, BaseEstimator):
         else:
             X = sp.csr_matrix(X)
             indptr, indices, values = X.indptr.astype(itype), X.indices.astype(itype), X.data
-        u = values / x_max[indices]  # each feature in its own unit: the anchors' [0, 1]
+        # each feature in its own unit, x / x_max_j: the anchors' [0, 1]
         if self.lut_bins is None:
+            u = values / x_max[indices]
             codes = np.arange(len(u), dtype=itype)
             ev = explanatory_variables(u, n_basis)
             beta = regression_weights(u, anchors, self.p)
         else:
             nodes = np.linspace(0.0, 1.0, self.lut_bins)
-            codes = np.minimum(np.rint(u * (self.lut_bins - 1)), self.lut_bins - 1).astype(itype)
+            codes = _table_codes(indices, values, x_max, self.lut_bins, itype)
             ev = explanatory_variables(nodes, n_basis)
             beta = regression_weights(nodes, anchors, self.p)
         # beta stays in units of each feature: the solvers' updates multiply it by s_j (k(q, x) = s_j k(q/s_j, x/s_j)
