@@ -84,6 +84,20 @@ def test_scorer_against_libsvm(subset, kernel, degree):
     np.testing.assert_allclose(scorer(Ft), ref.decision_function(Ft), rtol=0, atol=2e-5)
 
 
+def test_cut_windows_are_the_image_windows(astro):
+    ys, xs = np.random.default_rng(0).integers(0, 512 - 18, (2, 500))
+    ys[:2], xs[:2] = (0, 512 - 19), (512 - 19, 0)  # the corners reach both edges
+    for level in (astro, astro.astype(np.float32) / 7):
+        win = cut_windows(level, ys, xs)
+        assert win.dtype == level.dtype and win.shape == (500, 19, 19)
+        for k in (0, 1, 250, 499):
+            np.testing.assert_array_equal(win[k], level[ys[k]:ys[k] + 19, xs[k]:xs[k] + 19])
+    assert cut_windows(astro, [], []).shape == (0, 19, 19)
+    for y, x in ((512 - 18, 0), (0, -1)):  # the window would leave the image
+        with pytest.raises(IndexError):
+            cut_windows(astro, [y], [x])
+
+
 def test_prefilter_map_equals_window_scores(astro, prefilter):
     level = cv2.resize(astro, (300, 300), interpolation=cv2.INTER_AREA)
     score, norm = prefilter_map(level, prefilter)
