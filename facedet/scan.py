@@ -3,9 +3,9 @@
 The image is shrunk by ``scale_factor`` repeatedly (Osuna et al. 1997, sec. 5: "rescaled several times");
 at each level every 19x19 window on a ``stride`` grid is a candidate. The linear :class:`Prefilter` is
 evaluated at every position at once: one correlation (``cv2.matchTemplate``) divided by the window's
-plane-residual norm, which comes from four integral images. Stage 1 is screened the same way (one more
-correlation); the windows near or above its threshold get every later stage exactly, as one float32 product
-per chunk of windows. The windows passing all stages are cut out together, preprocessed as one batch and
+plane-residual norm, which comes from running sums over the current band of 19 rows. Stage 1 is screened the
+same way (one more correlation); the windows near or above its threshold get every later stage exactly, as one
+float32 product per chunk of windows. The windows passing all stages are cut out together, preprocessed as one batch and
 scored as one batch. No Python code runs per window. Optionally (``refine``) the search then goes from
 coarse to fine around the promising windows only: stride 1 next to them, and the pyramid's half steps.
 Levels are scanned on several threads at once, each level's kernels on one thread.
@@ -164,8 +164,8 @@ def _pass_all(P, norm, t, ok):
 @nb.njit(cache=True, nogil=True)
 def _gather(L, ys, xs, out):
     # out[n] = the window at (ys[n], xs[n]), row-major: 29 ms per 640x480 image (the later stages' float32 rows)
-    # against 45 ms for numpy's fancy indexing of a sliding view. y and x are read once per window: out might alias ys or xs for all LLVM knows,
-    # so ys[n] in the inner loop would be reloaded at every pixel (88 ms)
+    # against 45 ms for numpy's fancy indexing of a sliding view. y and x are read once per window: out might
+    # alias ys or xs for all LLVM knows, so ys[n] in the inner loop would be reloaded at every pixel (88 ms)
     for n in range(ys.shape[0]):
         y = ys[n]
         x = xs[n]
