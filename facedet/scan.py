@@ -5,9 +5,10 @@ at each level every 19x19 window on a ``stride`` grid is a candidate. The linear
 evaluated at every position at once: one correlation (``cv2.matchTemplate``) divided by the window's
 plane-residual norm, which comes from running sums over the current band of 19 rows. Stage 1 is screened the
 same way (one more correlation); the windows near or above its threshold get every later stage exactly, as one
-float32 product per chunk of windows. The windows passing all stages are cut out together, preprocessed as one batch and
-scored as one batch. No Python code runs per window. Optionally (``refine``) the search then goes from
-coarse to fine around the promising windows only: stride 1 next to them, and the pyramid's half steps.
+float32 product per chunk of windows. The windows passing all stages are cut out together, preprocessed as
+one batch and scored as one batch. No Python code runs per window. Optionally (``refine``) the search then
+goes from coarse to fine around the promising windows only: stride 1 next to them, and the pyramid's half
+steps.
 Levels are scanned on several threads at once, each level's kernels on one thread.
 """
 from __future__ import annotations
