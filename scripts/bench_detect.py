@@ -68,7 +68,7 @@ class Haar:
         window = min(self.cascade.getOriginalWindowSize())
         # enlarge: the image is scaled up so that a min_size face fills the cascade's window
         self.factor = window / min_size if enlarge and min_size < window else 1.0
-        self.smallest = round(window / self.factor)
+        self.smallest = max(min_size, round(window / self.factor))
         self.params = dict(scaleFactor=scale_factor, minNeighbors=min_neighbors,
                            minSize=(round(min_size * self.factor),) * 2)
         self.name = f"haar sf={scale_factor} mn={min_neighbors}" + (f" x{self.factor:.1f}" if self.factor > 1 else "")
