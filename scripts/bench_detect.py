@@ -88,6 +88,7 @@ class DlibHog:
 
         self.detector = dlib.get_frontal_face_detector()
         self.upsample = upsample
+        self.smallest = 80 // 2 ** upsample  # its window is 80 px; each upsampling halves the smallest face
         self.name = f"dlib-hog upsample={upsample}"
 
     def __call__(self, rgb, grey):
@@ -102,6 +103,7 @@ class Facedet:
         from facedet.detector import Detector
 
         self.detector = Detector.load(path)
+        self.smallest = self.detector.min_size
         kind = f"{type(self.detector.classifier).__name__}+{getattr(self.detector, 'features', 'osuna')}"
         self.name = f"{name or f'facedet {Path(path).name}'} ({kind})"
 
@@ -308,6 +310,7 @@ def speed(detectors, images, args):
             if getattr(det.detector, "min_size", MIN_FACE) != MIN_FACE:
                 print(f"# {det.name}: speed run at min_size {MIN_FACE} (model default {det.detector.min_size})")
                 det.detector = det.detector.with_params(min_size=MIN_FACE)
+                det.smallest = MIN_FACE
             runs.append(det)
     runs += [] if args.no_dlib else [DlibHog(2), DlibHog(1), DlibHog(0)]
     # the detectors take turns, one pass over the images each per round, and each image keeps its best time over
@@ -323,15 +326,12 @@ def speed(detectors, images, args):
     walls = {k: float(v.mean()) for k, v in wall.items()}
     ref, ref20 = times[runs[0].name], times[runs[1].name]
     print(f"\n## Speed: {len(small)} scenes images resized to 640x480, faces from {MIN_FACE} px up "
-          f"(Haar: from 24 px, x1.2 from 20 px; dlib: upsample 2 reaches 20 px), best of {args.repeat}, "
-          f"{args.threads} thread(s)\n")
+          f"(each detector's smallest face in the table), best of {args.repeat}, {args.threads} thread(s)\n")
     print(f"| detector | smallest face | CPU ms / image | ratio to {runs[0].name} | ratio to {runs[1].name} | "
           "wall ms / image |")
     print("|---|---:|---:|---:|---:|---:|")
     for det in runs:
-        smallest = (80 // 2 ** det.upsample if isinstance(det, DlibHog) else det.smallest if isinstance(det, Haar)
-                    else MIN_FACE)
-        print(f"| {det.name} | {smallest} px | {times[det.name]:.1f} | {times[det.name] / ref:.2f} | "
+        print(f"| {det.name} | {det.smallest:g} px | {times[det.name]:.1f} | {times[det.name] / ref:.2f} | "
               f"{times[det.name] / ref20:.2f} | {walls[det.name]:.1f} |")
 
 
