@@ -63,6 +63,21 @@ def _check_output(path: Path, option: str):
         _usage(f"{option} {path}: folder {parent} is not writable")
 
 
+def _check_not_input(path: Path, option: str, inputs: dict):
+    """Usage error (exit 2) if writing ``path`` would replace an input. ``inputs`` maps an option to the file
+    or folder it names, or to a list of files (None: not given); the image files in a folder are its inputs."""
+    from .patches import IMAGE_SUFFIXES
+
+    target = path.resolve()  # resolve(): a symlink to an input is the input
+    for name, given in inputs.items():
+        for source in [] if given is None else map(Path, given if isinstance(given, list) else [given]):
+            source = source.resolve()
+            if target == source or (source.is_dir() and source in target.parents and target.is_file()
+                                    and target.suffix.lower() in IMAGE_SUFFIXES):
+                _usage(f"{option} {path}: is {'the' if target == source else 'an image in the'} {name} input; "
+                       "it would be overwritten")
+
+
 def _write(save, path):
     """Run ``save(path)``; an OSError (disk full, ...) is reported with the user's path, exit 1."""
     try:
@@ -94,13 +109,13 @@ def _svm_callback(progress, task):
     return callback
 
 
-def _image_files(folder: Path):
+def _image_files(folder: Path, option: str):
     from .patches import image_files
 
     try:
         return image_files(folder, recursive=True)
     except ValueError as exc:
-        _usage(str(exc))
+        _usage(f"{option}: {exc}")
 
 
 def _read_images(paths, progress, description):
@@ -137,7 +152,7 @@ def _patches(faces, nonfaces, data, split):
     try:
         X, y = load_patches(faces, nonfaces, data=data, split=split, errors=errors)
     except ValueError as exc:
-        _usage(str(exc))
+        _usage(f"{'--data' if data is not None else '--faces/--nonfaces'}: {exc}")
     for path, message in errors:
         _report("skipped", message)
     return X, y, len(errors)
@@ -190,11 +205,15 @@ def train(
     if kernel not in ("poly", "rbf", "linear"):  # windows are feature rows: a precomputed kernel cannot scan
         _usage(f"--kernel: unknown value {kernel!r}; expected poly, rbf or linear")
     features = features or ("osuna" if classifier == "svc" else "hog")
+    if features not in ("osuna", "hog"):
+        _usage(f"--features: unknown value {features!r}; expected osuna or hog")
     if classifier == "svc" and features != "osuna":
         _usage(f"--features {features}: the svc classifier takes osuna features; use --classifier pmsvm")
     if classifier == "pmsvm" and features == "osuna":
         _usage("--features osuna: pmsvm needs nonnegative features (osuna windows are centred); use hog")
     _check_output(out_path, "--out")
+    _check_not_input(out_path, "--out", {"--data": data, "--faces": faces, "--nonfaces": nonfaces,
+                                         "--negatives": negatives})
     g = gamma if gamma in ("auto", "scale") else _number(gamma, "--gamma")
     scan_params = {"stride": stride, "scale_factor": scale_factor, "threshold": threshold,
                    "refine": _refine(refine)}
@@ -205,7 +224,7 @@ def train(
     X, y, failed = _patches(faces, nonfaces, data, split)
     augmentation = {"mirror": mirror, "shifts": shifts}
     with _progress() as progress:
-        neg, nfail = _read_images(_image_files(negatives), progress, "reading negatives") if negatives else ([], 0)
+        neg, nfail = _read_images(_image_files(negatives, "--negatives"), progress, "reading negatives") if negatives else ([], 0)
         if negatives and not neg:
             _usage(f"{negatives}: no readable images")
         negative_images = [im for _, im in neg]
@@ -271,17 +290,22 @@ def bootstrap(
     from .bootstrap import bootstrap as run, training_set
 
     _check_output(out_path, "--out")
+    _check_not_input(out_path, "--out", {"--model": model, "--data": data, "--faces": faces, "--nonfaces": nonfaces,
+                                         "--negatives": negatives})
     det = _load_detector(model)
     features = labels = None
     failed = 0
     if data is not None or faces is not None or nonfaces is not None:
         X, y, failed = _patches(faces, nonfaces, data, split)
-        features, labels = training_set(X, y, features=det.features)
+        try:
+            features, labels = training_set(X, y, features=det.features)
+        except (TypeError, ValueError) as exc:
+            _usage(str(exc))
     elif not hasattr(det.classifier, "support_vectors_"):
         _usage(f"{model}: a {type(det.classifier).__name__} model keeps no training rows; give the patches to "
                f"retrain on (--data, or --faces and --nonfaces)")
     with _progress() as progress:
-        neg, nfail = _read_images(_image_files(negatives), progress, "reading negatives")
+        neg, nfail = _read_images(_image_files(negatives, "--negatives"), progress, "reading negatives")
         if not neg:
             _usage(f"{negatives}: no readable images")
         scan_task = progress.add_task("scanning negatives", total=len(neg), info="")
@@ -298,8 +322,11 @@ def bootstrap(
                 progress.update(fit_task, visible=True,
                                 info=f"iteration {info['n_iter']}, KKT violation {info['kkt_violation']:.2e}")
 
-        det, _, _, table = run(det, [im for _, im in neg], rounds, features=features, labels=labels,
-                               max_per_image=max_per_image, callback=callback)
+        try:
+            det, _, _, table = run(det, [im for _, im in neg], rounds, features=features, labels=labels,
+                                   max_per_image=max_per_image, callback=callback)
+        except (TypeError, ValueError) as exc:
+            _usage(str(exc))
     _write(det.save, out_path)
     t = Table(title=f"bootstrapping on {len(neg)} negative images")
     for col in ("round", "non-face patches", "support vectors", "FP windows", "FP detections"):
@@ -325,7 +352,9 @@ def detect(
     as_json: bool = typer.Option(False, "--json", help="Print JSON: [{image, width, height, faces: "
                                                        "[{x, y, w, h, score}]}], whole pixels of the original "
                                                        "image (a face at the border can extend past it), score "
-                                                       "to 4 decimals."),
+                                                       "to 4 decimals; with --out also 'annotated', the image "
+                                                       "written. Images that fail are not listed: they are "
+                                                       "reported on stderr and the exit code is 1."),
     threshold: Optional[float] = typer.Option(None, help="SVM decision value above which a window is a face "
                                                          "(default: the model's; higher: fewer, surer faces)."),
     min_size: Optional[float] = typer.Option(None, help="Smallest face side in pixels (default: the model's)."),
@@ -349,7 +378,7 @@ def detect(
     # a folder gives its image files, except our earlier annotated outputs in the --out folder (which may be
     # the photos' folder itself, or inside it)
     skip = out_path.resolve() if out_path is not None else None
-    images = [p for path in images for p in (_image_files(path) if path.is_dir() else [path])
+    images = [p for path in images for p in (_image_files(path, "IMAGE") if path.is_dir() else [path])
               if not (path.is_dir() and skip is not None and p.name.endswith(ANNOTATED)
                       and skip in p.resolve().parents)]
     if not images:
@@ -388,6 +417,7 @@ def detect(
                 try:
                     target.parent.mkdir(parents=True, exist_ok=True)
                     write_image(target, draw_boxes(rgb, boxes))
+                    results[-1]["annotated"] = str(target)
                 except (ImageError, OSError) as exc:
                     _report("failed", f"cannot write annotated image {target}: {getattr(exc, 'strerror', None) or exc}")
                     failed += 1
@@ -442,6 +472,9 @@ def _annotation_targets(images, out_path):
         return [out_path]
     if out_path.exists() and not out_path.is_dir():
         _usage(f"--out {out_path}: exists and is not a folder")
+    if out_path.suffix and not out_path.exists():  # out.txt is more likely a wrong file name than a new folder
+        _usage(f"--out {out_path}: {out_path.suffix} is not an image format that can be written; give an image "
+               "file (.png, .jpg, ...) or a folder (an existing one, or a name without a suffix)")
     ancestor = next(p for p in (out_path, *out_path.parents) if p.exists())
     if not ancestor.is_dir() or not os.access(ancestor, os.W_OK | os.X_OK):
         _usage(f"--out {out_path}: " + ("folder is not writable" if ancestor == out_path
@@ -495,6 +528,7 @@ def evaluate(
         _usage(f"--iou: must be in (0, 1], got {iou}")
     if plot is not None:
         _check_output(plot, "--plot")
+        _check_not_input(plot, "--plot", {"--annotations": annotations})
         try:
             plot_format(plot)
         except ValueError as exc:
@@ -502,6 +536,8 @@ def evaluate(
     elif os.access(".", os.W_OK | os.X_OK):
         plot = Path("precision_recall.png")
     ann, det = _annotated_set(images, annotations, split, model)
+    if plot is not None:
+        _check_not_input(plot, "--plot", {"--images": [images / name for name in ann]})
     dets, failed = {}, 0
     with _progress() as progress:
         task = progress.add_task("detecting", total=len(ann), info="")
@@ -512,12 +548,18 @@ def evaluate(
                 _report("failed", exc if isinstance(exc, ImageError) else f"{name}: {exc}")
                 failed += 1
             progress.advance(task)
+    lost = sum(int((~ignore).sum()) for name, (_, ignore) in ann.items() if name not in dets)
     ann = {k: v for k, v in ann.items() if k in dets}
     if not ann:
         _usage("no annotated image could be read")
-    res = evaluate_detections(dets, ann, iou_threshold=iou)
+    try:
+        res = evaluate_detections(dets, ann, iou_threshold=iou)
+    except ValueError as exc:
+        _usage(f"--annotations {annotations}: {exc}")
+    # the figures cover the images read; say so where some failed, rather than let them vanish
+    skipped = f"; {plural(failed, 'unreadable image')} with {plural(lost, 'face')} left out" if failed else ""
     t = Table(title=Text(f"{annotations.name}{f' ({split})' if split else ''}: {plural(res.n_images, 'image')}, "
-                         f"{plural(res.n_truth, 'face')}"))
+                         f"{plural(res.n_truth, 'face')}{skipped}"))
     for col in ("detection rate", "false positives", "average precision"):
         t.add_column(col, justify="right")
     t.add_row(rate(res.detection_rate), str(res.false_positives), rate(res.average_precision))
@@ -557,7 +599,9 @@ def calibrate(
     from .imageio import ImageError, read_grey
 
     _check_output(out_path, "--out")
+    _check_not_input(out_path, "--out", {"--model": model, "--annotations": annotations, "--negatives": negatives})
     ann, det = _annotated_set(images, annotations, split, model)
+    _check_not_input(out_path, "--out", {"--images": [images / name for name in ann]})
     items, failed = [], 0
     with _progress() as progress:
         task = progress.add_task("reading images", total=len(ann), info="")
@@ -568,7 +612,7 @@ def calibrate(
             except ImageError as exc:
                 _report("failed", exc)
                 failed += 1
-        neg, nfail = _read_images(_image_files(negatives), progress, "reading negatives") if negatives else ([], 0)
+        neg, nfail = _read_images(_image_files(negatives, "--negatives"), progress, "reading negatives") if negatives else ([], 0)
         if not any(len(boxes) for _, boxes in items):
             _usage(f"{annotations}: no face to calibrate on in the readable images (faces flagged ignore are left out)")
         progress.add_task("calibrating", total=None, info="")

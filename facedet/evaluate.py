@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import csv
 import math
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -55,7 +56,8 @@ def read_annotations(csv_path, split=None) -> dict[str, tuple[np.ndarray, np.nda
     ``ignore`` (``0/1``, ``true/false``, ``yes/no``, empty = 0) and ``split`` (as in
     ``shared/data/scenes_annotated_dlib_voc/boxes.csv``). A row whose ``x, y, w, h`` are all empty lists
     an image that contains no face, so its detections all count as false positives.
-    ``split``: keep only rows whose ``split`` column equals it.
+    ``split``: keep only rows whose ``split`` column equals it. Image names are normalised
+    (``os.path.normpath``: ``./a.jpg`` and ``a.jpg`` are one image).
 
     Returns ``{image: (boxes (m, 4) float64 xywh, ignore (m,) bool)}`` in file order.
     Raises FileNotFoundError for a missing file and ValueError naming the file (and line) for a folder or
@@ -100,6 +102,7 @@ def _read_annotations(path, split):
             name = row["image"].strip()
             if not name:
                 raise ValueError(f"{where}: empty image name")
+            name = os.path.normpath(name)  # ./a.jpg and a.jpg are one image
             fields = [row[c].strip() for c in ("x", "y", "w", "h")]
             boxes = rows.setdefault(name, [])
             if not any(fields):
@@ -115,7 +118,9 @@ def _read_annotations(path, split):
             flag = row.get("ignore", "").strip().lower()
             if flag not in _TRUE | _FALSE:
                 raise ValueError(f"{where}: ignore must be 0/1, true/false or yes/no, got {row['ignore']!r}")
-            first = seen.setdefault((row.get("split", "").strip(), name, x, y, w, h), reader.line_num)
+            # without a split filter every row lands on its image, so a box under two splits is listed twice
+            key_split = row.get("split", "").strip() if split is not None else ""
+            first = seen.setdefault((key_split, name, x, y, w, h), reader.line_num)
             if first != reader.line_num:
                 raise ValueError(f"{where}: the box {','.join(fields)} of {name} is already on line {first}")
             boxes.append((x, y, w, h, flag in _TRUE))

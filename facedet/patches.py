@@ -120,8 +120,8 @@ def load_npz(path, split="train"):
         raise ValueError(f"{path}: X contains NaN or infinity")
     if X.ndim == 2 and X.shape[1] == WINDOW * WINDOW:
         X = X.reshape(-1, WINDOW, WINDOW)
-    if X.ndim != 3 or len(X) != len(y):
-        raise ValueError(f"{path}: expected X (n, h, w) and y (n,), got {X.shape} and {y.shape}")
+    if X.ndim != 3 or y.ndim != 1 or len(X) != len(y) or min(X.shape[1:], default=0) < 1:
+        raise ValueError(f"{path}: expected X (n, h, w) with h, w >= 1 and y (n,), got {X.shape} and {y.shape}")
     if not np.isin(y, (0, 1)).all():
         raise ValueError(f"{path}: labels must be 0 (non-face) or 1 (face)")
     if X.size and (X.min() < 0 or X.max() > 255):

@@ -354,3 +354,78 @@ def test_calibrate_refits_the_shipped_box_map_and_operating_point(data_dir, tmp_
     ignored.write_text("image,x,y,w,h,ignore\n2008_002470.jpg,10,10,50,50,1\n")
     r = runner.invoke(app, [*args[:6], str(ignored), "--out", str(tmp_path / "x.npz")])
     assert r.exit_code == 2 and "no face to calibrate on" in r.stderr
+
+
+def test_no_output_replaces_an_input(astro, tmp_path, small_npz, small_model, data_dir):
+    """train, bootstrap, calibrate and evaluate refuse (exit 2, before any work) an output that is one of
+    their inputs, as detect does."""
+    data = tmp_path / "data.npz"
+    data.write_bytes(small_npz.read_bytes())
+    faces = tmp_path / "pf" / "face"
+    with np.load(small_npz) as d:  # 300 CBCL faces, then 400 non-faces
+        for label, rows in (("face", range(0, 8)), ("non-face", range(300, 308))):
+            (tmp_path / "pf" / label).mkdir(parents=True, exist_ok=True)
+            for i in rows:
+                write_image(tmp_path / "pf" / label / f"{i:04d}.png", d["X"][i])
+    scenes = tmp_path / "scenes"
+    shutil.copytree(data_dir / "scenes_annotated_dlib_voc" / "images", scenes)
+    csv = data_dir / "scenes_annotated_dlib_voc" / "boxes.csv"
+    photo = scenes / "2008_002470.jpg"
+    kept = {p: p.read_bytes() for p in (data, faces / "0000.png", small_model, photo)}
+    for args in (["train", "--data", str(data), "--out", str(data)],
+                 ["train", "--faces", str(faces), "--nonfaces", str(tmp_path / "pf" / "non-face"),
+                  "--out", str(faces / "0000.png")],
+                 ["bootstrap", "--model", str(small_model), "--negatives", str(scenes), "--out", str(small_model)],
+                 ["calibrate", "--model", str(small_model), "--images", str(scenes), "--annotations", str(csv),
+                  "--out", str(small_model)],
+                 ["evaluate", "--images", str(scenes), "--annotations", str(csv), "--plot", str(photo)]):
+        r = runner.invoke(app, args)
+        assert r.exit_code == 2 and "would be overwritten" in r.stderr, (args, r.output)
+    assert all(p.read_bytes() == b for p, b in kept.items())
+    # a new file beside the inputs is fine: the model is not an image the next run would read
+    r = runner.invoke(app, ["train", "--faces", str(faces), "--nonfaces", str(tmp_path / "pf" / "non-face"),
+                            "--out", str(faces / "model.npz"), "--no-mirror"])
+    assert r.exit_code == 0, r.output
+
+
+def test_evaluate_reports_what_it_left_out(data_dir, tmp_path):
+    scenes = data_dir / "scenes_annotated_dlib_voc"
+    rows = (scenes / "boxes.csv").read_text().splitlines()
+    test = [r for r in rows[1:] if r.startswith("test,")]
+    csv = tmp_path / "b.csv"
+    # the same box under two splits is one box listed twice once the split is not filtered
+    csv.write_text("\n".join([rows[0], test[0], "train" + test[0][4:]]) + "\n")
+    base = ["evaluate", "--images", str(scenes / "images"), "--plot", str(tmp_path / "pr.png")]
+    r = runner.invoke(app, base + ["--annotations", str(csv)])
+    assert r.exit_code == 2 and "already on line 2" in r.stderr, r.output
+    r = runner.invoke(app, base + ["--annotations", str(csv), "--split", "train"])
+    assert r.exit_code == 0 and "1 image, 1 face" in r.stdout, r.output
+    # ./name is the same image; a missing image is reported and its faces are named as left out
+    name = test[0].split(",")[1]
+    csv.write_text("\n".join([rows[0], *test, test[0].replace(name, "./" + name),
+                              "test,missing.jpg,0,0,0,0,20,20"]) + "\n")
+    r = runner.invoke(app, base + ["--annotations", str(csv)])
+    assert r.exit_code == 2 and "already on line 2" in r.stderr, r.output
+    csv.write_text("\n".join([rows[0], *test, "test,missing.jpg,0,0,0,0,20,20"]) + "\n")
+    r = runner.invoke(app, base + ["--annotations", str(csv)])
+    assert r.exit_code == 1 and "missing.jpg" in r.stderr
+    assert "5 images, 25 faces; 1 unreadable image with 1 face left out" in r.stdout, r.stdout
+
+
+def test_bad_patch_arrays_and_out_names_are_usage_errors(astro, tmp_path, small_model):
+    for name, X, y in (("empty", np.zeros((4, 0, 0), np.uint8), np.array([0, 1, 0, 1])),
+                       ("y2d", np.zeros((4, 19, 19), np.uint8), np.array([[0], [1], [0], [1]])),
+                       ("y0d", np.zeros((4, 19, 19), np.uint8), np.array(1))):
+        np.savez(tmp_path / f"{name}.npz", X=X, y=y)
+        for cmd in (["train"], ["bootstrap", "--model", str(small_model), "--negatives", str(tmp_path)]):
+            r = runner.invoke(app, [*cmd, "--data", str(tmp_path / f"{name}.npz"), "--out", str(tmp_path / "m.npz")])
+            assert r.exit_code == 2 and "--data" in r.stderr and "expected X (n, h, w)" in r.stderr, (name, r.output)
+    r = runner.invoke(app, ["train", "--data", str(tmp_path / "y2d.npz"), "--out", str(tmp_path / "m.npz"),
+                            "--features", "sift"])
+    assert r.exit_code == 2 and "--features: unknown value 'sift'" in r.stderr
+    r = runner.invoke(app, ["detect", str(astro), "--out", str(tmp_path / "out.txt")])
+    assert r.exit_code == 2 and ".txt is not an image format" in r.stderr and not (tmp_path / "out.txt").exists()
+    r = runner.invoke(app, ["detect", str(astro), "--out", str(tmp_path / "ann"), "--json"])
+    assert r.exit_code == 0
+    written = json.loads(r.stdout)[0]["annotated"]
+    assert written == str(tmp_path / "ann" / "astronaut.faces.png") and read_rgb(written).shape == (512, 512, 3)
