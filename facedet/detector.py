@@ -102,6 +102,10 @@ def check_params(**params):
     box = tuple(float(check_scalar(b, "box")) for b in box)
     if box[2] <= 0:
         raise ValueError(f"box: expected (dx, dy, scale > 0), got {box}")
+    smallest = WINDOW / MAX_UPSAMPLE * box[2]
+    if p["max_size"] is not None and p["max_size"] < smallest:  # else every scan would be silently empty
+        raise ValueError(f"max_size: must be >= {smallest:.1f}, the smallest face this detector finds (a {WINDOW}x"
+                         f"{WINDOW} window upsampled {MAX_UPSAMPLE}x), got {p['max_size']}")
     return box
 
 
