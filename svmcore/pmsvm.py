@@ -41,7 +41,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from . import persistence
-from ._validation import (check_array, check_choice, check_class_weight, check_fitted, check_labels,
+from ._validation import (check_array, check_choice, check_class_weight, check_finite_fit, check_fitted, check_labels,
                           check_n_features, check_random_state, check_scalar, make_rng, row_weights)
 from .base import BaseEstimator, ClassifierMixin
 from .multiclass import ovo_pairs, ovo_votes
@@ -790,8 +790,8 @@ class PmSVM(ClassifierMixin, BaseEstimator):
         sample_weight: (n,) >= 0 or None; row i's loss weighs C * class_weight[y_i] * sample_weight[i] (its
         box constraint in the dual) in every binary problem it belongs to; rows of weight 0 are left out.
         Raises ValueError for negative features, NaN/inf, all-zero X, a single class (also among the rows
-        of positive weight), wrong shapes or bad hyperparameters (p > 0, C <= 0, ...); TypeError for
-        non-numeric input. A failed fit leaves an earlier fit's model unchanged. Warns (RuntimeWarning) once if
+        of positive weight), wrong shapes, bad hyperparameters (p > 0, C <= 0, ...) or features so large that the
+        solution overflows; TypeError for non-numeric input. A failed fit leaves an earlier fit's model unchanged. Warns (RuntimeWarning) once if
         binary problems stop at max_iter epochs, saying how many.
         """
         anchors = self._check_params()
@@ -859,14 +859,16 @@ class PmSVM(ClassifierMixin, BaseEstimator):
             n_passes = np.zeros(n_models)
             _dcd(indptr, indices, codes, ev, beta, x_max, qdiag, Y, upper, diag, float(self.tol), int(self.max_iter),
                  seeds, W, bias, alpha, n_iter, n_passes)
-            self.alpha_ = alpha
-            self.n_passes_ = n_passes
         else:
             _sgd(indptr, indices, codes, ev, beta, x_max, Y, float(self.C), row_weight, float(self.tol),
                  int(self.max_iter), seeds, W, bias, n_iter)
-            self.n_passes_ = n_iter.astype(np.float64)  # every SGD epoch visits every sample
-            if hasattr(self, "alpha_"):
-                del self.alpha_  # from an earlier dual fit
+            alpha, n_passes = None, n_iter.astype(np.float64)  # every SGD epoch visits every sample
+        check_finite_fit(W, bias, what="the features' kernel values", remedy="rescale the features, e.g. to [0, 1]")
+        if alpha is not None:
+            self.alpha_ = alpha
+        elif hasattr(self, "alpha_"):
+            del self.alpha_  # from an earlier dual fit
+        self.n_passes_ = n_passes
         stopped = int(np.count_nonzero(n_iter >= self.max_iter))
         if stopped:  # one warning for all the binary problems, as LIBLINEAR's "reaching max number of iterations"
             warnings.warn(f"PmSVM: {stopped} of {n_models} binary problems stopped at max_iter={self.max_iter} epochs "

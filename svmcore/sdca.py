@@ -483,7 +483,9 @@ def cs_fit(indptr, indices, data, sq_norms, y, A, W, C, tol, max_epochs, max_swe
                 for p in range(na):
                     d = alpha_new[p] - al[p]
                     A[i, cls[p]] = alpha_new[p]
-                    if abs(d) >= 1e-12:
+                    # every change reaches W: LIBLINEAR drops |d| < 1e-12, which for rows of norm > 1e6 (each
+                    # step ~ 1/||x||^2) left W at zero while A moved
+                    if d != 0.0:
                         d_ind[nz] = cls[p]
                         d_val[nz] = d
                         nz += 1

@@ -646,6 +646,14 @@ def test_bad_input(pendigits):
     with pytest.raises(ValueError, match="not fitted"):
         PmSVM().predict(X)
     m = PmSVM().fit(X, y)
+    huge = X.copy()
+    huge[0, 0] = 1e200  # k(x, x) overflows: the solution would be NaN
+    for solver in ("dcd", "sgd"):
+        before = m.coef_.copy()
+        with pytest.raises(ValueError, match="overflow"):
+            m.set_params(solver=solver).fit(huge, y)
+        np.testing.assert_array_equal(m.coef_, before)  # the earlier model is kept
+    m.set_params(solver="dcd")
     with pytest.raises(ValueError, match="must be >= 0"):
         m.predict(neg)
     with pytest.raises(ValueError, match="features"):

@@ -154,6 +154,19 @@ def test_crammer_singer_solver_matches_prox_sdca(usps):
         assert model.primal_objective_ == pytest.approx(primal(model, X, y, 1.0, 1, False), rel=1e-10)
 
 
+def test_crammer_singer_learns_from_rows_of_large_norm():
+    """Rows of norm ~1e6 move each dual variable by ~1/||x||^2 < 1e-12 per step; LIBLINEAR drops such steps from W
+    (and so did cs_fit, while keeping them in A: W stayed zero and every row got one class)."""
+    from sklearn.datasets import load_iris
+
+    X, y = load_iris(return_X_y=True)
+    X = X * 1e6  # as C = 1e12 on the original rows: far from converged in 20 epochs, but learning
+    with pytest.warns(RuntimeWarning, match="duality gap"):
+        model = TopKSVM(k=1, C=1.0, max_epochs=20, random_state=0).fit(X, y)
+    assert model.score(X, y) > 0.9
+    assert model.primal_objective_ == pytest.approx(primal(model, X, y, 1.0, 1, False), rel=1e-8)
+
+
 @pytest.mark.parametrize("k, loss", [(2, "alpha"), (5, "alpha"), (2, "beta"), (5, "beta")])
 def test_duality_gap_reaches_tol(usps, k, loss):
     X, y = usps
