@@ -5,6 +5,7 @@ value (shape, NaN/inf, empty, a single class, out-of-range hyperparameter), nami
 """
 from __future__ import annotations
 
+import math
 import numbers
 
 import numpy as np
@@ -84,12 +85,19 @@ def check_n_features(X, n_features, name="X", owner=None, other=None):
 def check_labels(y, n_samples, *, name="y", min_classes=2, max_classes=None):
     """Return ``(classes, y_index)``: sorted unique labels and each sample's class index (int64).
 
-    Raises ValueError for a wrong length, NaN labels, fewer than ``min_classes`` distinct labels
-    (for example a single class), or more than ``max_classes``.
+    Raises ValueError for a wrong length, NaN, non-integer float or complex labels, a list mixing strings with
+    other labels, fewer than ``min_classes`` distinct labels (for example a single class), or more than
+    ``max_classes``.
     """
     if y is None:
         raise ValueError(f"{name}: this estimator requires y to be passed, but the target y is None")
+    if isinstance(y, (list, tuple)) and len({isinstance(v, str) for v in y}) > 1:
+        # numpy would turn [1, "a"] into the strings "1" and "a": a mix is almost always a mistake
+        raise ValueError(f"{name}: Unknown label type: a mix of strings and other labels "
+                         f"({sorted({type(v).__name__ for v in y})}); pass one kind")
     y = np.asarray(y)
+    if y.dtype.kind == "c":
+        raise ValueError(f"{name}: Unknown label type: complex labels; pass class labels")
     if y.ndim != 1:
         if y.ndim == 2 and y.shape[1] == 1:
             y = y.ravel()
@@ -130,6 +138,9 @@ def check_sample_weight(sample_weight, n_samples):
     return w
 
 
+INT64_MAX = 2 ** 63 - 1
+
+
 def check_scalar(value, name, *, lo=None, hi=None, lo_open=False, hi_open=False, integer=False):
     """Return ``value`` as a Python int (integers) or float (other reals) after checking it is a real (or
     integer) number within the given bounds; numpy scalars of any dtype and other number types (Fraction)
@@ -140,6 +151,8 @@ def check_scalar(value, name, *, lo=None, hi=None, lo_open=False, hi_open=False,
     value = int(value) if isinstance(value, numbers.Integral) else float(value)
     if isinstance(value, float) and not np.isfinite(value):  # (ints are; np.isfinite refuses 2**64)
         raise ValueError(f"{name}: must be finite, got {value!r}")
+    if integer and hi is None and abs(value) > INT64_MAX:  # the solvers' counters and numba take int64
+        raise ValueError(f"{name}: must be at most {INT64_MAX} in magnitude, got {value!r}")
     if lo is not None and (value <= lo if lo_open else value < lo):
         raise ValueError(f"{name}: must be {'>' if lo_open else '>='} {lo}, got {value!r}")
     if hi is not None and (value >= hi if hi_open else value > hi):
@@ -161,7 +174,7 @@ def check_random_state(random_state):
     if random_state is None or isinstance(random_state, (np.random.Generator, np.random.RandomState)):
         return random_state
     try:
-        return check_scalar(random_state, "random_state", lo=0, integer=True)
+        return check_scalar(random_state, "random_state", lo=0, hi=math.inf, integer=True)  # numpy takes any int
     except (TypeError, ValueError) as err:
         raise type(err)(f"{err} (expected None, an int >= 0, a numpy Generator or RandomState)") from None
 

@@ -93,6 +93,8 @@ class BaseEstimator:
         for k, v in params.items():
             if isinstance(v, np.generic):
                 params[k] = v.item()
+            elif isinstance(v, numbers.Real) and not isinstance(v, (bool, int, float)):
+                params[k] = float(v)  # a Fraction: the solvers used it as a float, and JSON has no fractions
         if isinstance(params.get("random_state"), (np.random.Generator, np.random.RandomState)):
             params["random_state"] = None  # it only seeded fit; a generator's state is not a hyperparameter
         if "class_weight" in params:

@@ -117,8 +117,12 @@ def _finish_poly(dot, gamma, coef0, degree, out):
         for j in range(k):
             b = gamma * dot[i, j] + coef0
             r = 1.0
-            for _ in range(degree):
-                r *= b
+            e = degree
+            while e > 0:  # by squaring: log2(degree) products (the same ones as a loop for degree <= 3)
+                if e & 1:
+                    r *= b
+                b *= b
+                e >>= 1
             out[i, j] = r
 
 

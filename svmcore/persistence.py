@@ -2,8 +2,9 @@
 
 Layout: ``__header__`` is a uint8 array holding UTF-8 JSON
 ``{"format": "svmcore-model", "format_version": 1, "class": name, "params": {...}, "meta": {...}}``;
-every other entry is a learned numeric array. Files are written to a temporary file in the target
-folder and renamed into place, so a crash never leaves a half-written model.
+every other entry is a learned numeric array. The header is standard JSON (no NaN or Infinity tokens): a
+non-finite float, such as PmSVM's p = -inf, is written as ``{"__float__": "-inf"}``. Files are written to a
+temporary file in the target folder and renamed into place, so a crash never leaves a half-written model.
 """
 from __future__ import annotations
 
@@ -58,6 +59,23 @@ def atomic_write(path):
         raise
 
 
+def _encode(value):
+    """``value`` (JSON-able) with non-finite floats spelled out, which strict JSON readers (jq, JavaScript) need."""
+    if isinstance(value, float) and not np.isfinite(value):
+        return {"__float__": repr(value)}  # 'inf', '-inf', 'nan'
+    if isinstance(value, dict):
+        return {k: _encode(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_encode(v) for v in value]
+    return value
+
+
+def _decode(obj):
+    if set(obj) == {"__float__"} and obj["__float__"] in ("inf", "-inf", "nan"):
+        return float(obj["__float__"])
+    return obj
+
+
 def write_archive(path, header: dict, arrays: dict) -> Path:
     """Atomically write ``arrays`` (name -> ndarray) and the JSON ``header`` to ``path`` (.npz).
 
@@ -71,7 +89,8 @@ def write_archive(path, header: dict, arrays: dict) -> Path:
         if a.dtype == object:
             raise TypeError(f"array {key!r} has dtype object and cannot be stored without pickle")
         payload[key] = a
-    payload["__header__"] = np.frombuffer(json.dumps(header).encode("utf-8"), dtype=np.uint8)
+    text = json.dumps(_encode(header), allow_nan=False)
+    payload["__header__"] = np.frombuffer(text.encode("utf-8"), dtype=np.uint8)
     with atomic_write(path) as f:
         np.savez(f, **payload)
     return path
@@ -104,7 +123,7 @@ def read_archive(path, expected_format: str) -> tuple[dict, dict]:
         raise ValueError(f"{path}: not a valid model file ({bad[0]!r} is not a .npy array)")
     raw = arrays.pop("__header__")
     try:
-        header = json.loads(raw.tobytes().decode("utf-8"))
+        header = json.loads(raw.tobytes().decode("utf-8"), object_hook=_decode)  # (older files: -Infinity)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ValueError(f"{path}: model header is not valid JSON ({exc})") from exc
     if not isinstance(header, dict) or header.get("format") != expected_format:

@@ -17,6 +17,7 @@ import numba as nb
 import numpy as np
 import scipy.sparse as sp
 
+from ._validation import check_finite_fit
 from .kernels import KernelSpec, kernel_block, kernel_diagonal, row_norms_sq
 
 
@@ -106,7 +107,12 @@ class KernelQ:
         self.spec = spec
         self.y = None if y is None else np.asarray(y, dtype=np.float32)
         self.sq = row_norms_sq(X)
-        self.diagonal = kernel_diagonal(X, spec, self.sq)
+        with np.errstate(over="ignore"):
+            self.diagonal = kernel_diagonal(X, spec, self.sq)
+            # |K_ij| <= sqrt(K_ii K_jj): a diagonal within float32 keeps every float32 column finite; else SMO
+            # would run on inf and NaN
+            check_finite_fit(self.diagonal.astype(np.float32), what=f"the {spec.kind} kernel values on these features",
+                             remedy="rescale the features (e.g. to [0, 1]) or lower degree / gamma")
         exact = spec.kind == "rbf" and (sp.issparse(X) or spec.gamma * self.sq.max(initial=0.0) > RBF_FLOAT32_MAX)
         self.X = X if exact else X.astype(np.float32)
         self._active_len = -1

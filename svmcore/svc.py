@@ -376,8 +376,10 @@ class SVC(ClassifierMixin, _KernelSVM):
 
     def predict(self, X):
         """Class labels (n,) from classes_: for two classes classes_[1] where decision_function(X) > 0, else
-        the class with the most one-vs-one votes. This stays the rule with probability=True (as LIBSVM and
-        scikit-learn), so the argmax of :meth:`predict_proba` can differ on some rows."""
+        the class with the most one-vs-one votes, a tie going to the more confident class (scikit-learn's
+        ``SVC(break_ties=True)``; LIBSVM gives it to the first class). This stays the rule with
+        probability=True (as LIBSVM and scikit-learn), so the argmax of :meth:`predict_proba` can differ on
+        some rows."""
         f = self.decision_function(X)
         return self.classes_[(f > 0).astype(int) if f.ndim == 1 else np.argmax(f, axis=1)]
 

@@ -114,7 +114,7 @@ class TopKSVM(ClassifierMixin, BaseEstimator):
         check_random_state(self.random_state)
         if not isinstance(self.fit_intercept, (bool, np.bool_)):
             raise TypeError(f"fit_intercept: expected a bool, got {self.fit_intercept!r}")
-        check_scalar(self.intercept_scaling, "intercept_scaling", lo=0.0, lo_open=True)
+        check_scalar(self.intercept_scaling, "intercept_scaling", lo=0.0, lo_open=True, hi=1e150)  # its square is a kernel term
 
     @property
     def _sparse_input(self):

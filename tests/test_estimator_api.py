@@ -4,6 +4,7 @@ learned values are missing or invalid instead of silently building another model
 patches (pixels in [0, 1], nonnegative, so PmSVM takes them too)."""
 
 
+import json
 import numbers
 import os
 import stat
@@ -140,7 +141,7 @@ def test_overflowing_kernels_are_refused_and_the_earlier_model_kept(patches):
     X, y = patches
     m = svmcore.SVC().fit(X, y)
     before = m.decision_function(X)
-    with pytest.warns(RuntimeWarning), pytest.raises(ValueError, match="overflow"):  # (255 <x, x'> + 1)^60
+    with pytest.raises(ValueError, match="overflow"):  # (255 <x, x'> + 1)^60: refused before solving
         m.set_params(kernel="poly", degree=60, gamma=1.0, coef0=1.0).fit(X * 255, y)
     with pytest.warns(RuntimeWarning), pytest.raises(ValueError, match="no kernel width"):  # variance is inf
         svmcore.SVC().fit(X * 1e200, y)
@@ -159,6 +160,15 @@ def test_small_things_users_pass(patches, tmp_path):
         m.save(tmp_path)
     with pytest.raises(ValueError, match="1-D list of the class labels"):
         svmcore.TopKSVM().fit(X, y, classes=2)
+    # headers are strict JSON (-inf spelled out) and a Fraction is saved as the float the solver used
+    for est, name, value in ((svmcore.PmSVM(p=-np.inf, random_state=0), "p", -np.inf),
+                             (svmcore.SVC(C=Fraction(1, 2)), "C", 0.5)):
+        path = est.fit(X, y).save(tmp_path / "m.npz")
+        with np.load(path) as npz:
+            header = json.loads(npz["__header__"].tobytes(), parse_constant=lambda c: pytest.fail(f"JSON has {c}"))
+        assert svmcore.load(path).get_params()[name] == value
+        np.testing.assert_array_equal(svmcore.load(path).decision_function(X), est.decision_function(X))
+    assert header["params"]["C"] == 0.5
 
 
 def test_asymmetric_precomputed_kernels_are_refused(patches):
@@ -184,6 +194,24 @@ def test_string_labels_from_object_arrays(patches):
         svmcore.SVC().fit(X, np.array([object()] * len(y), dtype=object))
     with pytest.raises(ValueError, match=r"labels may hold only strings, found [01] \(int\); pass numbers as a"):
         svmcore.SVC().fit(X, y.astype(object))  # what is refused: numbers in an object array
+
+
+def test_labels_of_mixed_or_complex_types_and_huge_integer_parameters_are_refused(patches):
+    X, y = patches
+    for labels, match in (([1, "a"] * 2, "a mix of strings and other labels"),
+                          (np.array([1j, 2j] * 2), "complex labels")):
+        with pytest.raises(ValueError, match=match):
+            svmcore.SVC().fit(X[:4], labels)
+    # beyond int64 numba and the epoch counters cannot take them: a clear error, not a TypingError
+    for est in (svmcore.SVC(kernel="poly", degree=2**64), svmcore.PmSVM(max_iter=2**64),
+                svmcore.TopKSVM(max_epochs=2**64)):
+        with pytest.raises(ValueError, match="must be at most 9223372036854775807"):
+            est.fit(X, y)
+    with pytest.raises(ValueError, match="LinearSVMPlus|max_iter"):
+        svmcore.LinearSVMPlus(max_iter=2**64).fit(X, X[:, :5], y)
+    # a degree whose kernel diagonal leaves float32 is refused before SMO runs on inf (it hung at 10^12)
+    with pytest.raises(ValueError, match="overflow"):
+        svmcore.SVC(kernel="poly", degree=10**12, gamma=1.0, coef0=1.0).fit(X, y)
 
 
 def test_weights_on_one_class_only_are_refused(patches):
