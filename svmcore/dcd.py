@@ -86,13 +86,15 @@ def _row_axpy_impl(X, i, a, w):
 
 @nb.njit(cache=True)
 def dcd_svmplus(X, Z, y, sq_x, sq_z, C, gamma, alpha, zeta, w, w_star, tol, max_iter, seed):
-    """Run Algorithm 1 in place on ``alpha``, ``zeta``, ``w``, ``w_star``; return ``(n_epochs, violation)``.
+    """Run Algorithm 1 in place on ``alpha``, ``zeta``, ``w``, ``w_star``; return ``(n_epochs, n_passes,
+    violation)``.
 
     X (n, d) / Z (n, d*): main and privileged rows (float64 arrays or CSR tuples from :func:`as_rows`),
     without the constant feature, which is implicit. y (n,) float64 in {+1, -1}. sq_x, sq_z (n,):
     squared row norms of X and Z (without the constant). alpha, zeta (n,) >= 0 with w (d + 1,) and
     w_star (d* + 1,) consistent with them (see the module docstring). ``violation`` is the final
-    max PG - min PG over all coordinates; it is <= tol unless ``max_iter`` epochs ran out.
+    max PG - min PG over all coordinates; it is <= tol unless ``max_iter`` epochs ran out. ``n_passes`` is
+    the coordinate gradients evaluated / 2n, the work in full passes (< n_epochs once shrinking drops some).
     """
     n = y.shape[0]
     inv_gamma = 1.0 / gamma
@@ -108,8 +110,10 @@ def dcd_svmplus(X, Z, y, sq_x, sq_z, C, gamma, alpha, zeta, w, w_star, tol, max_
     np.random.seed(seed)
     violation = np.inf
     epoch = 0
+    visits = 0
     while epoch < max_iter:
         epoch += 1
+        visits += active
         for s in range(active):
             t = s + np.random.randint(active - s)
             index[s], index[t] = index[t], index[s]
@@ -157,5 +161,5 @@ def dcd_svmplus(X, Z, y, sq_x, sq_z, C, gamma, alpha, zeta, w, w_star, tol, max_
             pg_max_old = np.inf
             continue
         pg_max_old = pg_max if pg_max > 0.0 else np.inf
-    return epoch, violation
+    return epoch, visits / (2 * n), violation
 

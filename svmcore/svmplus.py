@@ -76,7 +76,9 @@ class LinearSVMPlus(_Classifier, BaseEstimator):
     Learned: ``coef_`` (d,), ``intercept_`` (float): f(x) = coef_'x + intercept_; ``coef_star_`` (d*,),
     ``intercept_star_``: the correcting function xi(x*) = coef_star_'x* + intercept_star_;
     ``classes_`` (2,); ``objective_`` (value of the minimised dual (8)); ``n_iter_`` (epochs);
-    ``kkt_violation_`` (final max PG - min PG); ``n_features_in_``.
+    ``n_passes_`` (coordinate gradients evaluated / 2n, the work in full passes: < n_iter_ once shrinking drops
+    coordinates at their bound; after fit only, not saved, as PmSVM's); ``kkt_violation_`` (final max PG -
+    min PG); ``n_features_in_``.
     """
 
     _state_arrays = ("coef_", "coef_star_", "classes_")
@@ -112,8 +114,8 @@ class LinearSVMPlus(_Classifier, BaseEstimator):
         w_star = np.zeros(Z.shape[1] + 1)
         sq_x, sq_z = row_norms_sq(X), row_norms_sq(Z)
         check_finite_fit(sq_x, sq_z)  # the linear kernel's diagonal, which Algorithm 1 divides by
-        n_iter, violation = dcd_svmplus(as_rows(X), as_rows(Z), ys, sq_x, sq_z, C, gamma,
-                                        alpha, zeta, w, w_star, float(self.tol), int(self.max_iter), seed)
+        n_iter, n_passes, violation = dcd_svmplus(as_rows(X), as_rows(Z), ys, sq_x, sq_z, C, gamma,
+                                                  alpha, zeta, w, w_star, float(self.tol), int(self.max_iter), seed)
         if violation > self.tol:
             warnings.warn(f"LinearSVMPlus: stopped after max_iter={self.max_iter} epochs with projected-gradient "
                           f"violation {violation:.3g} > tol={self.tol}; increase max_iter (convergence slows as gamma "
@@ -124,6 +126,7 @@ class LinearSVMPlus(_Classifier, BaseEstimator):
         self.classes_ = classes
         self.objective_ = float(0.5 * w @ w + 0.5 * gamma * w_star @ w_star - alpha.sum())
         self.n_iter_ = int(n_iter)
+        self.n_passes_ = float(n_passes)
         self.kkt_violation_ = float(max(violation, 0.0))
         self.n_features_in_ = int(X.shape[1])
         self._freeze()

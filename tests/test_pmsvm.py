@@ -260,6 +260,19 @@ def test_shrinking_verifies_on_all_samples_before_stopping(usps):
     assert m.n_iter_[0] < 3000 and pg.max() - pg.min() <= 2 * tol
 
 
+def test_sgd_approaches_the_dual_solution(usps):
+    # Algorithm 4 and Algorithm 3 minimise the same primal: after 20 epochs SGD's held-out decision values
+    # follow DCD's (measured: correlation 0.995, std ratio 1.18; with the step schedule's shrink halved,
+    # 0.87 and 2.6)
+    X, y, Xt, _ = usps
+    X, y = X[:1000], y[:1000] == 3
+    dcd = PmSVM(C=0.1, lut_bins=None, tol=1e-3, max_iter=3000, random_state=0).fit(X, y)
+    sgd = PmSVM(C=0.1, lut_bins=None, solver="sgd", tol=1e-3, max_iter=20, random_state=0).fit(X, y)
+    fd, fs = dcd.decision_function(Xt), sgd.decision_function(Xt)
+    assert np.corrcoef(fd, fs)[0, 1] > 0.97
+    assert 0.8 < fs.std() / fd.std() < 1.6
+
+
 @pytest.mark.parametrize("layout", ["dense rows", "csr"])
 @pytest.mark.parametrize("lut_bins", [None, 20])
 def test_learned_weights_are_sums_of_the_training_rows_betas(usps, layout, lut_bins, monkeypatch):
@@ -584,7 +597,7 @@ def test_scoring_reads_lut_bins_once(pendigits):
     assert not errors, errors[:1]
 
 
-def test_save_load_roundtrip(tmp_path, pendigits):
+def test_save_load_roundtrip(tmp_path, pendigits, rewrite_model):
     X, y, Xt, _ = pendigits
     for kw in (dict(), dict(lut_bins=None, multi_class="ovo", class_weight={3: 2.0, np.int64(5): 0.5})):
         m = PmSVM(C=1.0, random_state=0, **kw).fit(X, y)
@@ -594,10 +607,13 @@ def test_save_load_roundtrip(tmp_path, pendigits):
         np.testing.assert_array_equal(m2.decision_function(Xt), m.decision_function(Xt))
         if m.lut_bins:
             np.testing.assert_array_equal(m2.table_, m.table_)
+    # a state that does not match n_anchors is refused on either side: save writes no file, load refuses one
     m.coef_ = m.coef_[:, :, :2]
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="coef_ has shape"):
         m.save(tmp_path / "bad.npz")
-        svmcore.load(tmp_path / "bad.npz")
+    assert not (tmp_path / "bad.npz").exists()
+    with pytest.raises(ValueError, match="coef_ has shape"):
+        svmcore.load(rewrite_model(path, tmp_path / "bad.npz", lambda h, a: a.update(coef_=a["coef_"][:, :, :2])))
 
 
 # --- bad input -------------------------------------------------------------------------------------

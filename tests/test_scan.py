@@ -1,5 +1,4 @@
 """Scoring, dense prefilter, pyramid scanning and merging, checked against brute force on real images."""
-import time
 from pathlib import Path
 
 import cv2
@@ -268,10 +267,14 @@ def test_levels_on_several_threads_give_the_same_scan_and_restore_thread_setting
             scan(astro, scorer, window_features, prefilter, threads=bad)
 
 
-def test_overlapping_scans_restore_blas_threads_and_a_failed_level_cancels_the_rest(astro, svm, prefilter):
+def test_overlapping_scans_restore_blas_threads_and_a_failed_level_cancels_the_rest(astro, svm, prefilter,
+                                                                                  monkeypatch):
+    import threading
     from concurrent.futures import ThreadPoolExecutor
 
     from threadpoolctl import threadpool_info
+
+    import svmcore._parallel as par
 
     scorer = make_scorer(svm)
     grey = astro[40:260, 120:340]
@@ -283,21 +286,38 @@ def test_overlapping_scans_restore_blas_threads_and_a_failed_level_cancels_the_r
     assert all(np.array_equal(r, ref) for r in runs)
     assert [p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"] == before
 
-    # a failed level stops the scan: the biggest batch (the first level's) fails after 1.5 s, every other after
-    # 0.2 s, so the second thread has started at most two more levels when the first error cancels the rest
+    # a failed level stops the scan. The biggest batch (the first level's) holds one thread until no level is
+    # left pending (all started or cancelled); the next level fails at once. Its thread may take one more level
+    # before the error is seen, and that level holds it too: so at most 3 levels start whatever the timing.
+    # Waiting for the levels in order would wait on the first forever (the 30 s guard: a deadlock, not a timing).
     sizes = []
     scan(astro, lambda X, floor=-np.inf: sizes.append(len(X)) or np.zeros(len(X)), window_features, prefilter,
          stride=2, min_window=24, threads=1)
-    calls = []
+    calls, stuck, lock, failed, settled = [], [], threading.Lock(), threading.Event(), threading.Event()
+    real_wait = par.wait
+
+    def watched_wait(futures, **kw):  # the map's futures: settled once none is left to start
+        def check(_):
+            if all(f.running() or f.done() for f in futures):
+                settled.set()
+        for f in futures:
+            f.add_done_callback(check)  # a cancelled future calls it too
+        return real_wait(futures, **kw)
 
     def failing(X, floor=-np.inf):
-        calls.append(len(X))
-        time.sleep(1.5 if len(X) == max(sizes) else 0.2)
+        with lock:
+            calls.append(len(X))
+            fail_now = len(X) != max(sizes) and not failed.is_set()
+            if fail_now:
+                failed.set()
+        if not fail_now:
+            stuck.append(not settled.wait(30))
         raise RuntimeError("scorer failed")
 
+    monkeypatch.setattr(par, "wait", watched_wait)
     with pytest.raises(RuntimeError, match="scorer failed"):
         scan(astro, failing, window_features, prefilter, stride=2, min_window=24, threads=2)
-    assert len(sizes) >= 15 and len(calls) <= 5  # waiting for the levels in order would start 8
+    assert len(sizes) >= 15 and max(sizes) in calls and not any(stuck) and len(calls) <= 3
 
 
 def test_levels_fall_back_to_one_thread_under_numba_workqueue(data_dir):

@@ -62,6 +62,8 @@ def test_linear_reaches_qp_optimum_random(C, gamma, sparse):
     assert np.abs(w_ref).max() > 0.1  # not the trivial solution w = 0 (all slack in x*)
     np.testing.assert_allclose(np.append(est.coef_, est.intercept_), w_ref, atol=1e-3 * np.abs(w_ref).max())
     assert est.kkt_violation_ <= 1e-4
+    # shrinking drops coordinates at their bound from most epochs: ~10x less work than full epochs (measured)
+    assert 1.0 <= est.n_passes_ < 0.5 * est.n_iter_, (est.n_passes_, est.n_iter_)
 
 
 @pytest.mark.parametrize("C,gamma", [(1.0, 1.0), (0.1, 0.01), (1000.0, 100.0)])
