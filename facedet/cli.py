@@ -1,4 +1,4 @@
-"""Command line: ``facedet train | bootstrap | detect | evaluate`` (typer). Argument handling only.
+"""Command line: ``facedet train | bootstrap | detect | evaluate | calibrate`` (typer). Argument handling only.
 
 Exit codes: 0 success; 2 usage error (bad option, missing model or folder); 1 if any input file failed
 (each bad file is reported on stderr and the other files are still processed).

@@ -5,7 +5,8 @@ of the LIBSVM-format bench files.
 ``limit_threads()`` reads ``--threads N`` or ``--threads=N`` from the command line (default 1: one thread
 each, a fair comparison with single-threaded references such as LIBSVM) and sets OMP, OpenBLAS, MKL and
 numba's thread counts. Variables already set in the environment win over the default only where ``override``
-is False. The script's own argparse still declares ``--threads`` so that ``--help`` lists it.
+is False. The script's own argparse still declares ``--threads`` so that ``--help`` lists it (all but
+bench_svc.py, which takes its thread counts from the environment only).
 
 ``DATA`` is $FACEDET_DATA if set, else ../shared/data beside the repository; ``require_data(path)`` stops the
 script with a usage error (exit 2) naming a missing data file or folder.

@@ -11,7 +11,8 @@ Each projection solves the *biased* problem ``argmin_x ||a - x||^2 + rho <1, x>^
 per-example step of Prox-SDCA (Proposition 4, with rho = 1). The solution always has the form
 ``x = clip(a - t, 0, hi)``: a lower threshold t and an upper cap hi.
 
-Algorithms (all O(m log m): one sort, then a monotone walk over at most 2m breakpoints):
+Algorithms (all O(m log m) at worst: the sorted order read lazily from a max-heap, O(m) to build and O(log m)
+per entry, during a monotone walk over at most 2m breakpoints):
 
 - top-k cone (Lemma 3 case analysis; Lemma 4 for rho > 0): x = 0 if the k largest a sum to <= 0; x = hi on the
   k largest entries if hi = sum_k / (k + rho k^2) keeps them apart from the rest; otherwise the general case with
