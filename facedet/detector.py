@@ -62,7 +62,8 @@ def as_grey(image):
     """
     a = np.asarray(image)
     if a.dtype != np.uint8:
-        raise TypeError(f"image: expected uint8 pixels, got dtype {a.dtype}")
+        raise TypeError(f"image: expected uint8 pixels, got dtype {a.dtype} (for floats in [0, 1]: "
+                        "(image * 255).round().astype(np.uint8))")
     if a.ndim == 3 and a.shape[2] == 4:
         a = np.asarray(composite_over_white(Image.fromarray(np.ascontiguousarray(a), "RGBA")))
     if a.ndim == 3 and a.shape[2] == 3:
@@ -112,7 +113,7 @@ def check_params(**params):
 class Detector:
     """Face detector.
 
-    classifier: a fitted binary classifier (svmcore.SVC or svmcore.PmSVM; classes 0, 1 = face) on the rows of
+    classifier: a fitted binary classifier (svmcore.SVC or svmcore.PmSVM; classes [0, 1] or [-1, 1], 1 = face) on the rows of
     ``features``; features: the name of its window features in :data:`facedet.features.FEATURES` ("osuna":
     :func:`facedet.features.window_features`, the default; "hog": :func:`facedet.features.hog_features`);
     prefilter: a :class:`facedet.scoring.Prefilter` cascade, or None to score every window with the SVM;
@@ -125,7 +126,8 @@ class Detector:
     merge_iou: windows overlapping this much (IoU) are merged into one detection;
     min_neighbors: detections made of fewer windows are dropped; box: (dx, dy, scale) maps a window of side s
     at (x, y) to the face box of side scale*s centred at (x + s/2 + dx*s, y + s/2 + dy*s).
-    Raises ValueError/TypeError for out-of-range parameters.
+    Raises ValueError/TypeError for out-of-range parameters, a classifier without two classes [0, 1] or [-1, 1],
+    or a prefilter that is not a :class:`facedet.scoring.Prefilter`.
     """
 
     def __init__(self, classifier, prefilter=None, *, scale_factor=1.2, stride=2, min_size=20, max_size=None,
@@ -137,9 +139,12 @@ class Detector:
         if not hasattr(classifier, "decision_function") or not (hasattr(classifier, "dual_coef_")
                                                                 or hasattr(classifier, "coef_")):
             raise ValueError("classifier: expected a fitted SVC or PmSVM")
-        if len(getattr(classifier, "classes_", ())) != 2:
-            raise ValueError("classifier: a face detector needs a two-class (non-face, face) classifier, got classes "
-                             f"{list(getattr(classifier, 'classes_', []))}")
+        classes = [c.item() if isinstance(c, np.generic) else c for c in getattr(classifier, "classes_", ())]
+        if classes not in ([0, 1], [-1, 1]):  # the score must mean "face": labels that sort otherwise would flip it
+            raise ValueError("classifier: a face detector needs a two-class classifier with classes [0, 1] or [-1, 1] "
+                             f"(1 = face), got classes {classes}")
+        if prefilter is not None and not isinstance(prefilter, Prefilter):
+            raise TypeError(f"prefilter: expected a facedet.scoring.Prefilter or None, got {type(prefilter).__name__}")
         self._features = get_features(features)
         self.features = features
         self._scorer = make_scorer(classifier)
@@ -215,7 +220,9 @@ class Detector:
                     threshold=self.threshold, refine=self.refine, return_windows=return_windows, threads=threads)
 
     def detect(self, image, threads=None):
-        """Faces in ``image`` ((H, W) grey or (H, W, 3) RGB uint8): (k, 5) float64 [x, y, w, h, score], best first.
+        """Faces in ``image`` ((H, W) grey, (H, W, 3) RGB or (H, W, 4) RGBA uint8; OpenCV's ``cv2.imread`` gives
+        BGR: convert it with ``cv2.cvtColor(img, cv2.COLOR_BGR2RGB)``, as the grey levels differ): (k, 5) float64
+        [x, y, w, h, score], best first.
 
         Windows above the threshold are merged (IoU >= merge_iou), groups of fewer than min_neighbors windows
         are dropped, and each group's mean window is mapped to a face box. threads: pyramid levels scanned at

@@ -24,6 +24,7 @@ import numpy as np
 from numba import njit
 
 from .imageio import atomic_write
+from .merge import box_iou
 
 _TRUE = {"1", "true", "yes"}
 _FALSE = {"0", "false", "no", ""}
@@ -33,20 +34,11 @@ def iou(a, b) -> np.ndarray:
     """Intersection over union of every box in ``a`` with every box in ``b``.
 
     ``a``: (n, 4), ``b``: (m, 4) boxes ``(x, y, w, h)`` (extra columns such as a score are ignored).
-    Returns an (n, m) float64 array in [0, 1]; a pair whose union is empty has IoU 0.
+    Returns an (n, m) float64 array in [0, 1] (a box with itself: exactly 1); a pair whose union is empty has
+    IoU 0.
     Raises ValueError for a wrong shape, NaN/inf or a negative width or height.
     """
-    a = _check_boxes(a, "a")
-    b = _check_boxes(b, "b")
-    ax0, ay0, aw, ah = (a[:, i, None] for i in range(4))
-    bx0, by0, bw, bh = (b[None, :, i] for i in range(4))
-    iw = np.clip(np.minimum(ax0 + aw, bx0 + bw) - np.maximum(ax0, bx0), 0.0, None)
-    ih = np.clip(np.minimum(ay0 + ah, by0 + bh) - np.maximum(ay0, by0), 0.0, None)
-    inter = iw * ih
-    union = aw * ah + bw * bh - inter
-    out = np.zeros(inter.shape)
-    np.divide(inter, union, out=out, where=union > 0)
-    return out
+    return box_iou(_check_boxes(a, "a"), _check_boxes(b, "b"))
 
 
 def read_annotations(csv_path, split=None) -> dict[str, tuple[np.ndarray, np.ndarray]]:
@@ -432,6 +424,9 @@ def _check_ignore(ignore, m):
     ignore = np.asarray(ignore)
     if ignore.shape != (m,):
         raise ValueError(f"ignore: expected shape ({m},) to match the truth boxes, got {ignore.shape}")
+    # astype(bool) would read "0", "false" or 0.4 as True and silently drop a real face
+    if ignore.dtype != bool and not (ignore.dtype.kind in "iuf" and np.isin(ignore, (0, 1)).all()):
+        raise ValueError(f"ignore: expected booleans or 0/1, got {ignore.dtype} values {np.unique(ignore)[:5]}")
     return ignore.astype(bool)
 
 

@@ -12,15 +12,22 @@ import numpy as np
 from svmcore._validation import check_scalar
 
 
-def box_iou(box, boxes):
-    """IoU of one box (4,) against boxes (n, 4), all xywh; (n,) float64."""
-    x1 = np.maximum(box[0], boxes[:, 0])
-    y1 = np.maximum(box[1], boxes[:, 1])
-    x2 = np.minimum(box[0] + box[2], boxes[:, 0] + boxes[:, 2])
-    y2 = np.minimum(box[1] + box[3], boxes[:, 1] + boxes[:, 3])
-    inter = np.clip(x2 - x1, 0, None) * np.clip(y2 - y1, 0, None)
-    union = box[2] * box[3] + boxes[:, 2] * boxes[:, 3] - inter
-    return np.where(union > 0, inter / np.where(union > 0, union, 1), 0.0)
+def box_iou(a, b):
+    """IoU of boxes a (n, 4) with boxes b (m, 4), xywh (extra columns ignored): (n, m) float64 in [0, 1], 0
+    where the union is empty; a (4,) gives (m,). No input checks (see :func:`facedet.evaluate.iou`).
+
+    Each area comes from the same corners as the intersection, so that a box's IoU with itself is exactly 1
+    (w * h and ((x + w) - x) * h differ in the last bit, which made IoU 1 + 1e-16 and failed a threshold of 1)."""
+    a2, b = np.atleast_2d(np.asarray(a, np.float64)), np.asarray(b, np.float64)
+    ax0, ay0, ax1, ay1 = a2[:, 0, None], a2[:, 1, None], (a2[:, 0] + a2[:, 2])[:, None], (a2[:, 1] + a2[:, 3])[:, None]
+    bx0, by0, bx1, by1 = b[:, 0], b[:, 1], b[:, 0] + b[:, 2], b[:, 1] + b[:, 3]
+    inter = (np.clip(np.minimum(ax1, bx1) - np.maximum(ax0, bx0), 0.0, None)
+             * np.clip(np.minimum(ay1, by1) - np.maximum(ay0, by0), 0.0, None))
+    union = (ax1 - ax0) * (ay1 - ay0) + (bx1 - bx0) * (by1 - by0) - inter
+    out = np.zeros(inter.shape)
+    np.divide(inter, union, out=out, where=union > 0)
+    np.minimum(out, 1.0, out=out)
+    return out[0] if np.ndim(a) == 1 else out
 
 
 def merge_detections(dets, iou=0.3, min_neighbors=1):
@@ -39,14 +46,13 @@ def merge_detections(dets, iou=0.3, min_neighbors=1):
         raise ValueError("dets: boxes must be finite with width and height > 0")
     if np.isnan(dets[:, 4]).any():  # a NaN score would fall out of the greedy order unnoticed
         raise ValueError("dets: scores must not be NaN")
-    if not 0 < iou <= 1:
-        raise ValueError(f"iou: must be in (0, 1], got {iou!r}")
+    check_scalar(iou, "iou", lo=0, hi=1, lo_open=True)
     check_scalar(min_neighbors, "min_neighbors", lo=1, integer=True)
     order = np.argsort(-dets[:, 4], kind="stable")
     rest = dets[order]
     out = []
     while len(rest):
-        member = box_iou(rest[0, :4], rest[:, :4]) >= iou
+        member = box_iou(rest[0], rest) >= iou
         member[0] = True
         group = rest[member]
         box = group[:, :4].mean(axis=0)

@@ -167,12 +167,14 @@ def _check_windows(windows):
     windows = np.asarray(windows)
     if windows.ndim != 3 or windows.shape[1:] != (WINDOW, WINDOW):
         raise ValueError(f"windows: expected an (n, {WINDOW}, {WINDOW}) array, got shape {windows.shape}")
+    if windows.dtype != np.uint8:  # OpenCV's warps take no bool or int64, and the outputs are grey levels
+        raise TypeError(f"windows: expected uint8 grey levels, got dtype {windows.dtype}")
     return windows
 
 
 def shift(windows, dy, dx):
-    """Windows (n, 19, 19) shifted by (dy, dx) pixels (integers), edges replicated. ValueError / TypeError for
-    other shapes or non-integer shifts."""
+    """Windows (n, 19, 19) uint8 shifted by (dy, dx) pixels (integers), edges replicated. ValueError / TypeError
+    for other shapes or dtypes, or non-integer shifts."""
     windows = _check_windows(windows)
     dy, dx = check_scalar(dy, "dy", integer=True), check_scalar(dx, "dx", integer=True)
     p = max(abs(dy), abs(dx))
@@ -181,13 +183,15 @@ def shift(windows, dy, dx):
 
 
 def warp(windows, angle=0.0, scale=1.0):
-    """Windows (n, 19, 19) rotated by ``angle`` degrees and zoomed by ``scale`` (> 0) about the centre, edges
-    replicated. ValueError for other shapes, a non-finite angle or scale <= 0."""
+    """Windows (n, 19, 19) uint8 rotated by ``angle`` degrees and zoomed by ``scale`` (> 0) about the centre,
+    edges replicated. ValueError / TypeError for other shapes or dtypes, a non-finite angle or scale <= 0."""
     windows = _check_windows(windows)
     check_scalar(angle, "angle")
     check_scalar(scale, "scale", lo=0, lo_open=True)
     c = (WINDOW - 1) / 2
     M = cv2.getRotationMatrix2D((c, c), angle, scale)
+    if len(windows) == 0:
+        return windows.copy()
     return np.stack([cv2.warpAffine(w, M, (WINDOW, WINDOW), flags=cv2.INTER_LINEAR,
                                     borderMode=cv2.BORDER_REPLICATE) for w in windows])
 
@@ -197,10 +201,12 @@ def augment(windows, mirror=True, shifts=1, angles=(), scales=()):
     each of ``angles`` (degrees) and zooms by each of ``scales``.
 
     Returns (n * m, 19, 19) uint8, the originals first; m = (2 if mirror) * (1 + 4 * shifts + len(angles)
-    + len(scales)). ValueError / TypeError for other shapes, shifts < 0 or non-integer, bad angles or scales.
+    + len(scales)). ``angles`` and ``scales``: sequences of numbers (or one number). ValueError / TypeError for
+    other shapes, a dtype other than uint8, shifts < 0 or non-integer, bad angles or scales.
     """
     windows = _check_windows(windows)
     check_scalar(shifts, "shifts", lo=0, integer=True)
+    angles, scales = np.atleast_1d(angles).tolist(), np.atleast_1d(scales).tolist()  # one number is one angle
     base = [windows, windows[:, :, ::-1]] if mirror else [windows]
     out = list(base)
     for k in range(1, shifts + 1):

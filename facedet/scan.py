@@ -20,6 +20,7 @@ import numba as nb
 import numpy as np
 
 from svmcore._parallel import blas_single_thread, check_threads, thread_map
+from svmcore._validation import check_scalar
 
 from .features import MIN_CONTRAST, SUM_R2
 from .preprocess import WINDOW
@@ -35,10 +36,14 @@ def pyramid_scales(height, width, scale_factor=1.2, min_window=WINDOW, max_windo
 
     Stops when the window no longer fits the image or exceeds ``max_window`` pixels. A scale whose level
     (the image at 1/s, rounded to whole pixels) has the size of the previous one is left out: it would scan
-    the same windows again (steps close to 1 on small images). Returns a list of floats.
+    the same windows again (steps close to 1 on small images). Returns a list of floats. Raises ValueError /
+    TypeError for scale_factor < 1.01 or a non-finite or non-positive window size.
     """
-    if scale_factor <= 1:
-        raise ValueError(f"scale_factor: must be > 1, got {scale_factor!r}")
+    # a step of 1.0001 made 46,805 levels for a 512 px image (as detector.check_params)
+    check_scalar(scale_factor, "scale_factor", lo=1.01)
+    check_scalar(min_window, "min_window", lo=0, lo_open=True)
+    if max_window is not None:
+        check_scalar(max_window, "max_window", lo=0, lo_open=True)
     limit = min(height, width) if max_window is None else min(height, width, max_window)
     scales, last = [], None
     s = max(min_window, 1) / WINDOW
@@ -299,12 +304,16 @@ def scan(grey, scorer, features, prefilter=None, *, scale_factor=1.2, stride=1, 
     not thread-safe, the scan runs on one thread (a RuntimeWarning if more were asked for).
     Returns boxes (k, 5) float64 [x, y, w, h, score] of the 19 s x 19 s windows (not yet calibrated to face
     boxes nor merged); with ``return_windows``, also the (k, 19, 19) uint8 windows as scored (for bootstrapping).
+    Raises ValueError / TypeError for another image kind, a non-integer stride < 1, a NaN threshold or refine,
+    or bad pyramid parameters (:func:`pyramid_scales`).
     """
     grey = np.asarray(grey)
     if grey.ndim != 2 or grey.dtype != np.uint8:
         raise ValueError(f"scan: expected a 2-D uint8 grey image, got {grey.dtype} {grey.shape}")
-    if stride < 1:
-        raise ValueError(f"stride: must be >= 1, got {stride!r}")
+    check_scalar(stride, "stride", lo=1, integer=True)
+    for name, value in (("threshold", threshold), ("refine", refine)):  # -inf: every window; NaN: none, silently
+        if value is not None and np.isnan(value):
+            raise ValueError(f"{name}: must be a number, not NaN")
     H, W = grey.shape
     Wk = None if prefilter is None else prefilter.weights[1:].reshape(-1, _N).astype(np.float32)
     floor = threshold if refine is None else min(threshold, refine)

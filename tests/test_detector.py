@@ -359,3 +359,15 @@ def test_min_and_max_size_bound_the_face_boxes(astro_path):
     assert len(boxes) and side.min() >= 60 * 0.98 and side.max() <= 120 * 1.02
     # the scan reaches both ends (within one pyramid step)
     assert side.min() < 60 * det.scale_factor and side.max() > 120 / det.scale_factor
+
+
+def test_detector_refuses_a_prefilter_or_classes_it_cannot_use(small):
+    det, F, labels = small
+    import svmcore
+    with pytest.raises(TypeError, match="prefilter: expected a facedet.scoring.Prefilter"):
+        Detector(det.classifier, "abc")
+    Detector(svmcore.SVC(kernel="linear").fit(F, np.where(labels == 1, 1, -1)))  # the SVM convention is fine
+    for classes in ((0, 2), ("face", "non-face")):  # a score that would not mean "face" (or mean the opposite)
+        clf = svmcore.SVC(kernel="linear").fit(F, np.where(labels == 1, classes[0], classes[1]))
+        with pytest.raises(ValueError, match=r"classes \[0, 1\] or \[-1, 1\]"):
+            Detector(clf)

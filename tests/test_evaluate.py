@@ -315,3 +315,16 @@ def test_unmatched_detection_is_a_false_positive_when_the_first_box_is_ignored()
     assert m["is_tp"].tolist() == [False, True, False] and m["is_ignored"].tolist() == [False, False, True]
     r = evaluate_detections({"a": dets}, {"a": (truth, np.array([True, False]))})
     assert (r.n_truth, r.false_positives, r.n_detections, r.per_image["a"]) == (1, 1, 2, (1, 1, 0))
+
+
+def test_iou_of_a_box_with_itself_is_exactly_one_and_ignore_flags_are_booleans():
+    rng = np.random.default_rng(0)  # w * h and ((x + w) - x) * h differ in the last bit for most such boxes
+    boxes = np.column_stack([rng.uniform(0, 1000, 1000), rng.uniform(0, 1000, 1000), rng.uniform(1, 200, (1000, 2))])
+    assert (np.diag(iou(boxes, boxes)) == 1.0).all() and iou(boxes, boxes).max() == 1.0
+    dets = np.column_stack([boxes, rng.random(1000)])
+    assert match_detections(dets, boxes, iou_threshold=1.0)["is_tp"].all()
+    truth = np.array([[0, 0, 10, 10.]])
+    assert match_detections([[0, 0, 10, 10, 1.]], truth, [1])["is_ignored"].all()
+    for bad in (["0"], ["false"], [0.4], [2]):  # astype(bool) read each as True: a real face dropped
+        with pytest.raises(ValueError, match="ignore: expected booleans or 0/1"):
+            match_detections([[0, 0, 10, 10, 1.]], truth, bad)

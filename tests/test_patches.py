@@ -151,3 +151,12 @@ def test_image_files_follows_symlinked_folders_once_and_lists_broken_links(data_
     names = [p.relative_to(photos).as_posix() for p in image_files(photos, recursive=True)]
     assert names == ["a.jfif", "gone.jpg", "linked/astronaut.png", "sub/b.PNG"]
     assert [p.name for p in image_files(photos)] == ["a.jfif", "gone.jpg"]
+
+
+def test_augment_takes_uint8_windows_only_and_any_count(cbcl_npz):
+    X = np.load(cbcl_npz)["X_train"][:3]
+    assert augment(X[:0], angles=(10,)).shape == (0, 19, 19)
+    np.testing.assert_array_equal(augment(X, mirror=False, shifts=0, angles=10), augment(X, False, 0, (10,)))
+    for bad in (X > 100, X.astype(np.int64)):  # OpenCV's warps refused these with their own messages
+        with pytest.raises(TypeError, match="windows: expected uint8"):
+            augment(bad, angles=(5,))

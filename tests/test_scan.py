@@ -538,3 +538,15 @@ def test_scan_uses_only_what_the_scorer_promises_below_the_floor(astro, svm):
     b = scan(grey, clamped, window_features, None, **kw)
     assert len(a) > 0 and rows["exact"] == rows["clamped"]
     np.testing.assert_array_equal(_rows(b), _rows(a))
+
+
+def test_scan_and_merge_parameters_are_checked(svm, astro):
+    for kwargs, err, match in (({"stride": 1.5}, TypeError, "stride: expected an integer"),
+                               ({"threshold": np.nan}, ValueError, "threshold: must be a number"),
+                               ({"refine": np.nan}, ValueError, "refine: must be a number"),
+                               ({"scale_factor": 1.000001}, ValueError, "scale_factor: must be >= 1.01"),
+                               ({"min_window": np.nan}, ValueError, "min_window: must be finite")):
+        with pytest.raises(err, match=match):
+            scan(astro, make_scorer(svm), window_features, **kwargs)
+    with pytest.raises(TypeError, match="iou: expected a real number"):
+        merge_detections(np.zeros((0, 5)), "0.3")
