@@ -94,9 +94,9 @@ def load_npz(path, split="train"):
     """Windows and labels from an .npz: (X (n, 19, 19) uint8, y (n,) int64 with 1 = face).
 
     Reads ``X_<split>``/``y_<split>`` (the CBCL npz) or ``X``/``y``; images of another size are resized;
-    float pixels in [0, 1] are scaled to 0..255. Raises ValueError for a missing file, a file that is not
-    an .npz archive, object arrays (pickle), missing keys, wrong shapes, NaN pixels or labels other than
-    0/1.
+    non-uint8 pixels whose maximum is <= 1 (floats in [0, 1], or 0/1 integers) are scaled to 0..255. Raises
+    ValueError for a missing file, a file that is not an .npz archive, object arrays (pickle), missing keys,
+    wrong shapes, NaN pixels or labels other than 0/1.
     """
     path = Path(path)
     if not path.is_file():
