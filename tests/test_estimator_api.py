@@ -153,6 +153,7 @@ def test_overflowing_kernels_are_refused_and_the_earlier_model_kept(patches):
     assert t.score(X, y) > 0.8
 
 
+@PMSVM_AT_MAX_ITER
 def test_small_things_users_pass(patches, tmp_path):
     X, y = patches
     m = svmcore.SVC(kernel="linear", random_state=2**64).fit(X, y)  # any int seed, as numpy takes it
