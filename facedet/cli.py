@@ -224,7 +224,8 @@ def train(
     X, y, failed = _patches(faces, nonfaces, data, split)
     augmentation = {"mirror": mirror, "shifts": shifts}
     with _progress() as progress:
-        neg, nfail = _read_images(_image_files(negatives, "--negatives"), progress, "reading negatives") if negatives else ([], 0)
+        neg, nfail = (_read_images(_image_files(negatives, "--negatives"), progress, "reading negatives")
+                      if negatives else ([], 0))
         if negatives and not neg:
             _usage(f"{negatives}: no readable images")
         negative_images = [im for _, im in neg]
@@ -612,7 +613,8 @@ def calibrate(
             except ImageError as exc:
                 _report("failed", exc)
                 failed += 1
-        neg, nfail = _read_images(_image_files(negatives, "--negatives"), progress, "reading negatives") if negatives else ([], 0)
+        neg, nfail = (_read_images(_image_files(negatives, "--negatives"), progress, "reading negatives")
+                      if negatives else ([], 0))
         if not any(len(boxes) for _, boxes in items):
             _usage(f"{annotations}: no face to calibrate on in the readable images (faces flagged ignore are left out)")
         progress.add_task("calibrating", total=None, info="")

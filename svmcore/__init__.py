@@ -6,7 +6,8 @@
 - :class:`PmSVM`: additive-kernel SVM by regression-approximated dual coordinate descent (Wu, TNNLS).
 - :class:`TopKSVM`: top-k multiclass SVM by Prox-SDCA (Lapin, Hein, Schiele, NIPS 2015).
 - :func:`load`: read any model written by ``estimator.save(path)``; :class:`NotFittedError` is raised
-  by a model used before ``fit``.
+  by a model used before ``fit``; :class:`ConvergenceWarning` (a RuntimeWarning) is issued by a solver
+  stopped at its iteration cap.
 
 Names are imported lazily so that ``import svmcore`` stays fast.
 """
@@ -20,6 +21,7 @@ _EXPORTS = {
     "PmSVM": "pmsvm",
     "TopKSVM": "topk",
     "NotFittedError": "_validation",
+    "ConvergenceWarning": "_validation",
 }
 __all__ = [*_EXPORTS, "load"]
 

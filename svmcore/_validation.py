@@ -198,6 +198,11 @@ def check_choice(value, name, choices):
     return value
 
 
+class ConvergenceWarning(RuntimeWarning):
+    """A solver stopped at its iteration cap before its stopping rule held (as scikit-learn's warning of the same
+    name); a RuntimeWarning, so that filters on either catch it."""
+
+
 class NotFittedError(ValueError, AttributeError):
     """Raised when a model is used before ``fit``; a ValueError and an AttributeError, like scikit-learn's."""
 

@@ -41,8 +41,9 @@ import numpy as np
 import scipy.sparse as sp
 
 from . import persistence
-from ._validation import (check_array, check_choice, check_class_weight, check_finite_fit, check_fitted, check_labels,
-                          check_n_features, check_random_state, check_scalar, make_rng, row_weights)
+from ._validation import (ConvergenceWarning, check_array, check_choice, check_class_weight, check_finite_fit,
+                          check_fitted, check_labels, check_n_features, check_random_state, check_scalar, make_rng,
+                          row_weights)
 from .base import BaseEstimator, ClassifierMixin
 from .multiclass import ovo_pairs, ovo_votes
 
@@ -664,7 +665,7 @@ class PmSVM(ClassifierMixin, BaseEstimator):
     tol : float > 0; DCD stops when the projected-gradient spread max PG - min PG <= tol (LIBLINEAR's
         criterion, 0.1 there); SGD stops when an epoch changes w by less than tol relative to |w|.
     max_iter : int >= 1, maximum number of epochs (passes over the data) per binary problem; a fit in which any
-        binary problem reaches it warns once (RuntimeWarning, with their count).
+        binary problem reaches it warns once (svmcore.ConvergenceWarning, with their count).
     random_state : None, int >= 0, numpy Generator or RandomState; seeds the order of coordinates / samples.
     solver : "dcd" (Algorithm 3, dual coordinate descent) or "sgd" (Algorithm 4, stochastic gradient
         descent with step 1/(lambda t), lambda = 1/(C n)).
@@ -791,8 +792,9 @@ class PmSVM(ClassifierMixin, BaseEstimator):
         box constraint in the dual) in every binary problem it belongs to; rows of weight 0 are left out.
         Raises ValueError for negative features, NaN/inf, all-zero X, a single class (also among the rows
         of positive weight), wrong shapes, bad hyperparameters (p > 0, C <= 0, ...) or features so large that the
-        solution overflows; TypeError for non-numeric input. A failed fit leaves an earlier fit's model unchanged. Warns (RuntimeWarning) once if
-        binary problems stop at max_iter epochs, saying how many.
+        solution overflows; TypeError for non-numeric input. A failed fit leaves an earlier fit's model
+        unchanged. Warns (svmcore.ConvergenceWarning) once if binary problems stop at max_iter epochs, saying how
+        many.
         """
         anchors = self._check_params()
         X = self._check_X(X)
@@ -872,7 +874,7 @@ class PmSVM(ClassifierMixin, BaseEstimator):
         stopped = int(np.count_nonzero(n_iter >= self.max_iter))
         if stopped:  # one warning for all the binary problems, as LIBLINEAR's "reaching max number of iterations"
             warnings.warn(f"PmSVM: {stopped} of {n_models} binary problems stopped at max_iter={self.max_iter} epochs "
-                          f"before converging to tol={self.tol}; increase max_iter", RuntimeWarning, stacklevel=2)
+                          f"before converging to tol={self.tol}; increase max_iter", ConvergenceWarning, stacklevel=2)
         self.classes_ = classes
         self.x_max_ = x_max
         self.coef_ = W.reshape(n_models, d, n_basis)

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numba as nb
 import numpy as np
 
+from ._validation import ConvergenceWarning
 from .qmatrix import ColumnCache
 
 TAU = 1e-12
@@ -370,7 +371,7 @@ def solve(Q, p, y, C, alpha0, *, tol=1e-3, working_set_size=None, cache_size=200
     (n,) float64, y in {+1, -1}, alpha0 feasible (0 <= alpha0 <= C). ``working_set_size`` q >= 2 (None:
     64); ``cache_size``: MB of cached columns (at least 2q + 64 columns are kept); ``tol``: stopping tolerance
     on the KKT violation m(a) - M(a); ``max_iter``: bound on iterations (working sets solved; None: LIBSVM's
-    safeguard, at most max(10^7, 100 n) SMO pair steps; a RuntimeWarning is issued when either is reached);
+    safeguard, at most max(10^7, 100 n) SMO pair steps; a svmcore.ConvergenceWarning is issued when either is reached);
     ``callback(info)`` is called about every 1000 iterations with a dict (n_iter, kkt_violation, n_active,
     seconds). Raises ValueError for an infeasible alpha0 or q < 2.
     """
@@ -448,7 +449,7 @@ def solve(Q, p, y, C, alpha0, *, tol=1e-3, working_set_size=None, cache_size=200
         where = (f"at max_iter={max_iter}" if max_iter is not None else
                  f"after {int(io[_N_INNER])} SMO steps (the cap without max_iter, max(10^7, 100 n) as LIBSVM's)")
         warnings.warn(f"solver stopped {where} with KKT violation {violation:.3g} > tol={tol}; scaling the "
-                      "features may help", RuntimeWarning, stacklevel=2)
+                      "features may help", ConvergenceWarning, stacklevel=2)
     objective = 0.5 * float(alpha @ (G + p))
     hit_rate = io[_HITS] / max(io[_HITS] + cache.misses, 1)
     seconds = time.perf_counter() - start

@@ -218,7 +218,7 @@ class SVC(ClassifierMixin, _KernelSVM):
     Parameters: C > 0; kernel "linear" | "poly" | "rbf" | "precomputed"; degree (poly); gamma "scale" |
     "auto" | float > 0 (as in scikit-learn); coef0; tol (KKT violation, LIBSVM's eps); cache_size in MB
     for kernel columns; working_set_size q >= 2 (None: 64); shrinking; max_iter (iterations, None:
-    until converged, or at most LIBSVM's safeguard of max(10^7, 100 n) SMO steps, with a RuntimeWarning);
+    until converged, or at most LIBSVM's safeguard of max(10^7, 100 n) SMO steps, with a svmcore.ConvergenceWarning);
     verbose (bool); callback(info dict) about every 1000 iterations (progress bars; with probability=True it
     also reports the cross-validation fits); class_weight None | "balanced" | dict
     {label: weight >= 0} (scikit-learn's meaning: w_i = class_weight[y_i] * sample_weight[i]; "balanced" =

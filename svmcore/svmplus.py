@@ -20,7 +20,7 @@ import scipy.linalg
 import scipy.sparse as sp
 
 from . import persistence
-from ._validation import (check_array, check_choice, check_finite_fit, check_fitted, check_labels,
+from ._validation import (ConvergenceWarning, check_array, check_choice, check_finite_fit, check_fitted, check_labels,
                           check_n_features, check_random_state, check_scalar, make_rng)
 from .base import BaseEstimator, ClassifierMixin
 from .dcd import as_rows, dcd_svmplus
@@ -70,7 +70,7 @@ class LinearSVMPlus(_Classifier, BaseEstimator):
 
     Parameters: ``C`` > 0 (loss weight), ``gamma`` > 0 (weight of ||w*||^2, the capacity of the
     correcting function), ``tol`` > 0 (stop when max - min projected gradient <= tol, LIBLINEAR's rule),
-    ``max_iter`` (epochs; ConvergenceWarning-style RuntimeWarning if reached), ``random_state``
+    ``max_iter`` (epochs; svmcore.ConvergenceWarning if reached), ``random_state``
     (seed of the coordinate order; None draws one).
 
     Learned: ``coef_`` (d,), ``intercept_`` (float): f(x) = coef_'x + intercept_; ``coef_star_`` (d*,),
@@ -119,7 +119,7 @@ class LinearSVMPlus(_Classifier, BaseEstimator):
         if violation > self.tol:
             warnings.warn(f"LinearSVMPlus: stopped after max_iter={self.max_iter} epochs with projected-gradient "
                           f"violation {violation:.3g} > tol={self.tol}; increase max_iter (convergence slows as gamma "
-                          "decreases)", RuntimeWarning,
+                          "decreases)", ConvergenceWarning,
                           stacklevel=2)
         self.coef_, self.intercept_ = w[:-1], float(w[-1])
         self.coef_star_, self.intercept_star_ = w_star[:-1], float(w_star[-1])
@@ -218,7 +218,7 @@ def _solve_relative(Q, tol):
     if tol * scale < floor:
         warnings.warn(f"l2-SVM+ margin rho = a'Qa = {scale:.3g} is at rounding level: a degenerate problem "
                       "(contradictory rows at this C?); stopped at KKT violation "
-                      f"{res.kkt_violation:.3g}", RuntimeWarning, stacklevel=3)
+                      f"{res.kkt_violation:.3g}", ConvergenceWarning, stacklevel=3)
     res.n_iter = n_iter
     return res
 

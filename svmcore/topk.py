@@ -7,8 +7,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from . import persistence
-from ._validation import (check_array, check_choice, check_finite_fit, check_fitted, check_labels, check_n_features,
-                          check_precomputed_kernel, check_random_state, check_scalar, make_rng)
+from ._validation import (ConvergenceWarning, check_array, check_choice, check_finite_fit, check_fitted, check_labels,
+                          check_n_features, check_precomputed_kernel, check_random_state, check_scalar, make_rng)
 from .base import BaseEstimator, ClassifierMixin
 from .kernels import kernel_block, resolve_kernel, row_norms_sq
 from .sdca import block_violations, cs_fit, kernel_epoch, linear_epoch, objectives
@@ -114,7 +114,8 @@ class TopKSVM(ClassifierMixin, BaseEstimator):
         check_random_state(self.random_state)
         if not isinstance(self.fit_intercept, (bool, np.bool_)):
             raise TypeError(f"fit_intercept: expected a bool, got {self.fit_intercept!r}")
-        check_scalar(self.intercept_scaling, "intercept_scaling", lo=0.0, lo_open=True, hi=1e150)  # its square is a kernel term
+        # its square is a kernel term
+        check_scalar(self.intercept_scaling, "intercept_scaling", lo=0.0, lo_open=True, hi=1e150)
 
     @property
     def _sparse_input(self):
@@ -152,7 +153,7 @@ class TopKSVM(ClassifierMixin, BaseEstimator):
         y: (n,) labels. classes: optional list of all class labels; every one must occur in y.
         Raises ValueError for NaN/inf, fewer than 2 classes, a class without samples, k >= n_classes,
         a non-square precomputed kernel or bad hyperparameters; TypeError for non-numeric input.
-        Warns (RuntimeWarning) if max_epochs ends before the relative duality gap reaches tol.
+        Warns (svmcore.ConvergenceWarning) if max_epochs ends before the relative duality gap reaches tol.
         """
         self._check_params()
         X = self._check_X(X)
@@ -216,7 +217,7 @@ class TopKSVM(ClassifierMixin, BaseEstimator):
 
     def _warn_max_epochs(self, primal, dual, stacklevel):
         warnings.warn(f"TopKSVM: relative duality gap {(primal - dual) / abs(primal):.2e} > tol={self.tol} "
-                      f"after max_epochs={self.max_epochs}", RuntimeWarning, stacklevel=stacklevel)
+                      f"after max_epochs={self.max_epochs}", ConvergenceWarning, stacklevel=stacklevel)
 
     def _fit_crammer_singer(self, indptr, indices, data, sq_norms, y_index, A, W, C, rng):
         """k = 1, linear (Crammer-Singer): LIBLINEAR's sequential dual method with shrinking, stopped on the exact

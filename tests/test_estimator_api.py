@@ -359,3 +359,13 @@ def test_class_weight_balanced_helps_on_imbalanced_faces(make, cbcl):
     train, test = np.r_[faces[:20], others[:400]], np.r_[faces[20:], others[400:]]
     check_class_weight_balanced_classifiers("SVC", make(), X[train], y[train], X[test], y[test], None)
 
+
+
+def test_every_solver_stopped_at_its_cap_warns_convergence(patches):
+    X, y = patches  # one class to filter on, as scikit-learn's; still a RuntimeWarning for older filters
+    assert issubclass(svmcore.ConvergenceWarning, RuntimeWarning)
+    for fit in (lambda: svmcore.SVC(max_iter=3).fit(X, y), lambda: svmcore.PmSVM(max_iter=1).fit(X, y),
+                lambda: svmcore.TopKSVM(max_epochs=1, tol=1e-9).fit(X, y),
+                lambda: svmcore.LinearSVMPlus(max_iter=1).fit(X, X[:, :5], y)):
+        with pytest.warns(svmcore.ConvergenceWarning):
+            fit()
