@@ -113,8 +113,8 @@ def check_params(**params):
 class Detector:
     """Face detector.
 
-    classifier: a fitted binary classifier (svmcore.SVC or svmcore.PmSVM; classes [0, 1] or [-1, 1], 1 = face) on the rows of
-    ``features``; features: the name of its window features in :data:`facedet.features.FEATURES` ("osuna":
+    classifier: a fitted binary classifier (svmcore.SVC or svmcore.PmSVM; classes [0, 1] or [-1, 1], 1 = face)
+    on the rows of ``features``; features: the name of its window features in :data:`facedet.features.FEATURES` ("osuna":
     :func:`facedet.features.window_features`, the default; "hog": :func:`facedet.features.hog_features`);
     prefilter: a :class:`facedet.scoring.Prefilter` cascade, or None to score every window with the SVM;
     scale_factor (>= 1.01): pyramid step; stride (px, at each level, 1..19): window step; min_size / max_size: smallest

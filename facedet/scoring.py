@@ -3,8 +3,8 @@
 - :class:`Prefilter`: a cascade of linear filters on :func:`facedet.features.normalized_pixels` (Fisher
   discriminants, thresholds set for a high face recall on the training faces). Because a filter is orthogonal
   to the brightness plane, the first one's response over a whole image is one correlation divided by a
-  per-window norm from running sums over a band of 19 rows; :mod:`facedet.scan` evaluates it densely, the later stages on the
-  windows it passes, and only windows passing every stage reach the SVM.
+  per-window norm from running sums over a band of 19 rows; :mod:`facedet.scan` evaluates it densely, the
+  later stages on the windows it passes, and only windows passing every stage reach the SVM.
 - :func:`make_scorer`: the SVM decision function of batches of feature rows. A polynomial kernel of
   degree <= 2, K(s, x) = (gamma s'x + coef0)^d, makes f(x) = sum_i alpha_i y_i K(s_i, x) + b a quadratic
   form x'Ax + v'x + c with A = gamma^2 S' diag(alpha y) S, v = 2 gamma coef0 S'(alpha y),
