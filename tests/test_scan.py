@@ -220,14 +220,15 @@ def _rows(a):
     return a[np.lexsort(a.T[::-1])]
 
 
-def test_large_levels_are_screened_in_bands_with_the_same_result(astro, svm, prefilter, monkeypatch):
+@pytest.mark.parametrize("stride", [2, 3])  # 3: bands must start on the stride grid (20,000 // 243 px is even)
+def test_large_levels_are_screened_in_bands_with_the_same_result(astro, svm, prefilter, monkeypatch, stride):
     import facedet.scan as scan_module
 
     scorer = make_scorer(svm)
-    whole = scan(astro, scorer, window_features, prefilter, stride=2, min_window=40, threshold=-np.inf)
+    whole = scan(astro, scorer, window_features, prefilter, stride=stride, min_window=40, threshold=-np.inf)
     monkeypatch.setattr(scan_module, "_BAND_PIXELS", 20_000)  # bands of ~40 rows of a 512-wide level
-    banded = scan(astro, scorer, window_features, prefilter, stride=2, min_window=40, threshold=-np.inf)
-    assert len(whole) > 200  # windows through the cascade, from every band
+    banded = scan(astro, scorer, window_features, prefilter, stride=stride, min_window=40, threshold=-np.inf)
+    assert len(whole) > 800 // stride ** 2  # windows through the cascade, from every band
     np.testing.assert_array_equal(banded[np.lexsort(banded.T[::-1])], whole[np.lexsort(whole.T[::-1])])
 
 
