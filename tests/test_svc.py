@@ -121,6 +121,42 @@ def test_working_set_selection_is_second_order_wss_by_brute_force(cbcl_small, q)
     assert set(B.tolist()) == expected and len(expected) == q
 
 
+@pytest.mark.parametrize("seed, same_sign", [(2, True), (3, False)])  # both pair updates: y_i == y_j and y_i != y_j
+def test_smo_step_takes_the_wss2_pair_and_minimises_along_it(cbcl_small, seed, same_sign):
+    # one pair step of the subproblem solver: i the maximal violator, j the I_low variable of largest gain
+    # b^2 / a (brute force), and the new alpha_i, alpha_j the minimum of the objective on the line that keeps y'a
+    # (closed form); every other variable stays put, G stays Q alpha + p
+    from svmcore.smo import solve_subproblem
+
+    X, y = cbcl_small[0][:40], cbcl_small[1][:40]
+    ys = np.where(y == 1, 1.0, -1.0)
+    Q = np.outer(ys, ys) * pairwise_kernel(X, kernel="rbf", gamma=0.05)
+    rng = np.random.default_rng(seed)
+    C = np.full(40, 10.0)
+    alpha = 3.0 + 4.0 * rng.random(40)  # all free, far from the bounds: an unclipped step ...
+    G = rng.normal(0.0, 0.3, 40)  # ... of a gradient Q alpha + p with p = G - Q alpha
+    v = -ys * G
+    up = ((ys > 0) & (alpha < C)) | ((ys < 0) & (alpha > 0))
+    low = ((ys > 0) & (alpha > 0)) | ((ys < 0) & (alpha < C))
+    i = int(np.argmax(np.where(up, v, -np.inf)))
+    a = np.diag(Q)[i] + np.diag(Q) - 2 * ys[i] * ys * Q[i]
+    with np.errstate(divide="ignore", invalid="ignore"):  # a = 0 at t = i, which is not a candidate
+        j = int(np.argmax(np.where(low & (v < v[i]), (v[i] - v) ** 2 / a, -np.inf)))
+    new, G1 = alpha.copy(), G.copy()
+    assert solve_subproblem(Q, np.diag(Q).copy(), G1, new, ys, C, 1e-3, 1) == 1
+    assert set(np.flatnonzero(new != alpha)) == {i, j} and (ys[i] == ys[j]) == same_sign
+    np.testing.assert_allclose(G1, G + Q @ (new - alpha), atol=1e-12)
+    # on the line a_i + y_i t, a_j - y_j t (y'a kept) the objective moves by G'd t + d'Qd t^2 / 2: its minimum
+    # clipped to the t that keep both in [0, C]
+    d = np.zeros(40)
+    d[i], d[j] = ys[i], -ys[j]
+    lo = max(-alpha[i] if ys[i] > 0 else alpha[i] - 10, alpha[j] - 10 if ys[j] > 0 else -alpha[j])
+    hi = min(10 - alpha[i] if ys[i] > 0 else alpha[i], alpha[j] if ys[j] > 0 else 10 - alpha[j])
+    t = np.clip(-(G @ d) / (d @ Q @ d), lo, hi)
+    assert lo < t < hi  # an interior step: its length is checked, not only a bound
+    np.testing.assert_allclose(new, alpha + t * d, atol=1e-12)
+
+
 def test_intercept_without_free_support_vectors(cbcl):
     # C so small that every alpha sits at C: rho is the midpoint of LIBSVM's bounds, not a margin average
     idx = np.r_[0:100, 2429:2529]
