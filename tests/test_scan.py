@@ -136,6 +136,29 @@ def test_prefilter_keeps_faces_rejects_nonfaces(subset, prefilter):
     assert ok[y == 1].mean() >= 0.95 and ok[y == 0].mean() < 0.5
 
 
+def test_prefilter_stages_are_fisher_discriminants_of_the_windows_passing_earlier_stages(data_dir):
+    # stage k is Fisher's discriminant (scikit-learn's shrunk LDA) of the faces and non-faces that pass stages < k,
+    # with its threshold at the recall quantile of those faces: a cascade, not k filters fitted on the same data
+    from sklearn.discriminant_analysis import LinearDiscriminantAnalysis
+    d = np.load(data_dir / "cbcl_face_db1" / "cbcl_face_db1_19x19_uint8.npz")
+    faces, nonfaces = d["X_train"][:2429:4], d["X_train"][2429:]  # 4548 non-faces: 215 pass stage 0, 23 stage 1
+    pf = Prefilter.fit(faces, nonfaces, recall=0.99, n_stages=3, min_nonfaces=20)
+    assert len(pf.weights) == 3
+    zf, zn = normalized_pixels(faces), normalized_pixels(nonfaces)
+    zf, zn = zf[np.any(zf, axis=1)], zn[np.any(zn, axis=1)]
+    W = pf.weights.reshape(3, -1)
+    sf, sn = zf @ W.T, zn @ W.T
+    plane = np.column_stack([np.tile(np.arange(19), 19), np.repeat(np.arange(19), 19), np.ones(361)])
+    for k in range(3):
+        f, n = np.all(sf[:, :k] > pf.thresholds[:k], axis=1), np.all(sn[:, :k] > pf.thresholds[:k], axis=1)
+        # pf's shrinkage 0.1 tr/p on the pooled covariance is sklearn's (1-s) cov + s tr/p with s = 1/11
+        lda = LinearDiscriminantAnalysis(solver="lsqr", shrinkage=1 / 11).fit(
+            np.r_[zf[f], zn[n]], np.r_[np.ones(f.sum()), np.zeros(n.sum())])
+        w = lda.coef_[0] - plane @ np.linalg.lstsq(plane, lda.coef_[0], rcond=None)[0]
+        assert w @ W[k] / np.linalg.norm(w) > 0.999
+        assert abs(np.mean(sf[f, k] > pf.thresholds[k]) - 0.99) < 0.005
+
+
 def test_pyramid_scales():
     s = pyramid_scales(480, 640, 1.2, min_window=20)
     assert s[0] == pytest.approx(20 / 19) and 19 * s[-1] <= 480 < 19 * s[-1] * 1.2
@@ -197,14 +220,15 @@ def _rows(a):
     return a[np.lexsort(a.T[::-1])]
 
 
-def test_large_levels_are_screened_in_bands_with_the_same_result(astro, svm, prefilter, monkeypatch):
+@pytest.mark.parametrize("stride", [2, 3])  # 3: bands must start on the stride grid (20,000 // 243 px is even)
+def test_large_levels_are_screened_in_bands_with_the_same_result(astro, svm, prefilter, monkeypatch, stride):
     import facedet.scan as scan_module
 
     scorer = make_scorer(svm)
-    whole = scan(astro, scorer, window_features, prefilter, stride=2, min_window=40, threshold=-np.inf)
+    whole = scan(astro, scorer, window_features, prefilter, stride=stride, min_window=40, threshold=-np.inf)
     monkeypatch.setattr(scan_module, "_BAND_PIXELS", 20_000)  # bands of ~40 rows of a 512-wide level
-    banded = scan(astro, scorer, window_features, prefilter, stride=2, min_window=40, threshold=-np.inf)
-    assert len(whole) > 200  # windows through the cascade, from every band
+    banded = scan(astro, scorer, window_features, prefilter, stride=stride, min_window=40, threshold=-np.inf)
+    assert len(whole) > 800 // stride ** 2  # windows through the cascade, from every band
     np.testing.assert_array_equal(banded[np.lexsort(banded.T[::-1])], whole[np.lexsort(whole.T[::-1])])
 
 

@@ -92,6 +92,71 @@ def test_kkt_conditions_hold_on_full_gradient(cbcl_small, q, shrinking, capsys):
     assert np.allclose(m.decision_function(X[free]) * ys[free], 1.0, atol=1e-3)
 
 
+@pytest.mark.parametrize("q", [2, 8])
+def test_working_set_selection_is_second_order_wss_by_brute_force(cbcl_small, q):
+    # the solution does not show which pairs SMO took, so the selection is checked directly: the maximal violator
+    # i, the q/2 - 1 next violators of I_up by -y G, and q/2 of I_low by Fan et al.'s gain b^2 / a with
+    # b = m + y_t G_t, a = K_ii + K_tt - 2 K_it (q = 2: exactly WSS2), at a random feasible point
+    from svmcore.smo import select_working_set
+
+    X, y = cbcl_small[0][:300], cbcl_small[1][:300]
+    ys = np.where(y == 1, 1.0, -1.0)
+    K = pairwise_kernel(X, kernel="rbf", gamma=0.05)
+    rng = np.random.default_rng(1)
+    C = np.full(300, 1.0)
+    alpha = np.where(rng.random(300) < 0.3, 0.0, np.where(rng.random(300) < 0.3, 1.0, rng.random(300)))
+    G = (np.outer(ys, ys) * K) @ alpha - 1.0
+    v = -ys * G
+    up = ((ys > 0) & (alpha < C)) | ((ys < 0) & (alpha > 0))
+    low = ((ys > 0) & (alpha > 0)) | ((ys < 0) & (alpha < C))
+    i = int(np.argmax(np.where(up, v, -np.inf)))
+    m, M = v[i], v[low].min()
+    with np.errstate(divide="ignore", invalid="ignore"):  # a = 0 at t = i, which is not a candidate
+        gain = np.where(low & (v < m), (m - v) ** 2 / (K[i, i] + np.diag(K) - 2 * K[i]), -np.inf)
+    first = np.where(up & (v > M) & (np.arange(300) != i), v, -np.inf)
+    h_up = q // 2 - 1
+    expected = {i} | set(np.argsort(-gain)[:q - 1 - h_up]) | set(np.argsort(-first)[:h_up])
+    Qi = (ys[i] * ys * K[i]).astype(np.float32)  # Q's column i as the cache holds it
+    B = select_working_set(G, alpha, ys, C, np.diag(K).copy(), np.arange(300), i, m, M, Qi, q)
+    assert set(B.tolist()) == expected and len(expected) == q
+
+
+@pytest.mark.parametrize("seed, same_sign", [(2, True), (3, False)])  # both pair updates: y_i == y_j and y_i != y_j
+def test_smo_step_takes_the_wss2_pair_and_minimises_along_it(cbcl_small, seed, same_sign):
+    # one pair step of the subproblem solver: i the maximal violator, j the I_low variable of largest gain
+    # b^2 / a (brute force), and the new alpha_i, alpha_j the minimum of the objective on the line that keeps y'a
+    # (closed form); every other variable stays put, G stays Q alpha + p
+    from svmcore.smo import solve_subproblem
+
+    X, y = cbcl_small[0][:40], cbcl_small[1][:40]
+    ys = np.where(y == 1, 1.0, -1.0)
+    Q = np.outer(ys, ys) * pairwise_kernel(X, kernel="rbf", gamma=0.05)
+    rng = np.random.default_rng(seed)
+    C = np.full(40, 10.0)
+    alpha = 3.0 + 4.0 * rng.random(40)  # all free, far from the bounds: an unclipped step ...
+    G = rng.normal(0.0, 0.3, 40)  # ... of a gradient Q alpha + p with p = G - Q alpha
+    v = -ys * G
+    up = ((ys > 0) & (alpha < C)) | ((ys < 0) & (alpha > 0))
+    low = ((ys > 0) & (alpha > 0)) | ((ys < 0) & (alpha < C))
+    i = int(np.argmax(np.where(up, v, -np.inf)))
+    a = np.diag(Q)[i] + np.diag(Q) - 2 * ys[i] * ys * Q[i]
+    with np.errstate(divide="ignore", invalid="ignore"):  # a = 0 at t = i, which is not a candidate
+        j = int(np.argmax(np.where(low & (v < v[i]), (v[i] - v) ** 2 / a, -np.inf)))
+    new, G1 = alpha.copy(), G.copy()
+    assert solve_subproblem(Q, np.diag(Q).copy(), G1, new, ys, C, 1e-3, 1) == 1
+    assert set(np.flatnonzero(new != alpha)) == {i, j} and (ys[i] == ys[j]) == same_sign
+    np.testing.assert_allclose(G1, G + Q @ (new - alpha), atol=1e-12)
+    # on the line a_i + y_i t, a_j - y_j t (y'a kept) the objective moves by G'd t + d'Qd t^2 / 2: its minimum
+    # clipped to the t that keep both in [0, C]
+    d = np.zeros(40)
+    d[i], d[j] = ys[i], -ys[j]
+    lo = max(-alpha[i] if ys[i] > 0 else alpha[i] - 10, alpha[j] - 10 if ys[j] > 0 else -alpha[j])
+    hi = min(10 - alpha[i] if ys[i] > 0 else alpha[i], alpha[j] if ys[j] > 0 else 10 - alpha[j])
+    t = np.clip(-(G @ d) / (d @ Q @ d), lo, hi)
+    assert lo < t < hi  # an interior step: its length is checked, not only a bound
+    np.testing.assert_allclose(new, alpha + t * d, atol=1e-12)
+
+
 def test_intercept_without_free_support_vectors(cbcl):
     # C so small that every alpha sits at C: rho is the midpoint of LIBSVM's bounds, not a margin average
     idx = np.r_[0:100, 2429:2529]
