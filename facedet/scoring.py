@@ -198,7 +198,8 @@ class Prefilter:
 
         Stage k: w = (Sigma + shrinkage tr(Sigma)/p I)^-1 (mu_face - mu_nonface) over the faces and the
         non-faces that passed stages < k; its threshold keeps the fraction ``recall`` of the faces (Fisher 1936;
-        shrinkage as in Ledoit and Wolf 2004). Stops early when fewer than ``min_nonfaces`` non-faces remain.
+        shrinkage as in Ledoit and Wolf 2004). Stops early when fewer than ``min_nonfaces`` (at least 2)
+        non-faces remain.
         Raises ValueError for empty classes or recall outside (0, 1].
         """
         if not 0 < recall <= 1:
@@ -220,7 +221,7 @@ class Prefilter:
             thresholds.append(t)
             zf = zf[sf > t]
             zn = zn[zn @ w > t]
-            if len(zn) < min_nonfaces:
+            if len(zn) < max(min_nonfaces, 2) or len(zf) < 2:  # a stage's covariance needs two of each
                 break
         return cls(np.array(weights), np.array(thresholds))
 

@@ -157,6 +157,8 @@ def test_prefilter_stages_are_fisher_discriminants_of_the_windows_passing_earlie
         w = lda.coef_[0] - plane @ np.linalg.lstsq(plane, lda.coef_[0], rcond=None)[0]
         assert w @ W[k] / np.linalg.norm(w) > 0.999
         assert abs(np.mean(sf[f, k] > pf.thresholds[k]) - 0.99) < 0.005
+    # min_nonfaces 1 once let a stage be fitted on one non-face (a NaN covariance); the cascade stops at 2
+    assert len(Prefilter.fit(faces, nonfaces, recall=0.99, n_stages=8, min_nonfaces=1).weights) == 3
 
 
 def test_pyramid_scales():
