@@ -63,19 +63,27 @@ def _check_output(path: Path, option: str):
         _usage(f"{option} {path}: folder {parent} is not writable")
 
 
-def _check_not_input(path: Path, option: str, inputs: dict):
-    """Usage error (exit 2) if writing ``path`` would replace an input. ``inputs`` maps an option to the file
-    or folder it names, or to a list of files (None: not given); the image files in a folder are its inputs."""
+def _check_not_input(paths, option: str, inputs: dict):
+    """Usage error (exit 2) if writing a path of ``paths`` (one or a list; None entries skipped) would replace an
+    input. ``inputs`` maps an option to the file or folder it names, or to a list of files (None: not given);
+    the image files in a folder are its inputs."""
     from .patches import IMAGE_SUFFIXES
 
-    target = path.resolve()  # resolve(): a symlink to an input is the input
+    files, folders = {}, {}
     for name, given in inputs.items():
-        for source in [] if given is None else map(Path, given if isinstance(given, list) else [given]):
-            source = source.resolve()
-            if target == source or (source.is_dir() and source in target.parents and target.is_file()
-                                    and target.suffix.lower() in IMAGE_SUFFIXES):
-                _usage(f"{option} {path}: is {'the' if target == source else 'an image in the'} {name} input; "
-                       "it would be overwritten")
+        for source in [] if given is None else given if isinstance(given, list) else [given]:
+            source = Path(source).resolve()  # resolve(): a symlink to an input is the input
+            files[source] = name
+            if source.is_dir():
+                folders[source] = name
+    for path in paths if isinstance(paths, list) else [paths]:
+        target = None if path is None else path.resolve()
+        if target in files:
+            _usage(f"{option} {path}: is the {files[target]} input; it would be overwritten")
+        if target is not None and target.is_file() and target.suffix.lower() in IMAGE_SUFFIXES:
+            name = next((folders[p] for p in target.parents if p in folders), None)
+            if name is not None:
+                _usage(f"{option} {path}: is an image in the {name} input; it would be overwritten")
 
 
 def _write(save, path):
@@ -395,10 +403,7 @@ def detect(
         except (TypeError, ValueError) as exc:
             _usage(_as_options(exc, overrides))
     targets = _annotation_targets(images, out_path)
-    inputs = {p.resolve() for p in images}
-    for target in targets:
-        if target is not None and target.resolve() in inputs:  # resolve(): a symlink to a photo is the photo
-            _usage(f"--out {target}: is one of the input images; it would be overwritten")
+    _check_not_input(targets, "--out", {"IMAGE": images})
     results, failed = [], 0
     with _progress() as progress:
         task = progress.add_task("detecting", total=len(images), info="")

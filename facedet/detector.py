@@ -28,7 +28,7 @@ from .features import get_features
 from .imageio import composite_over_white
 from .merge import merge_detections
 from .preprocess import WINDOW
-from .scan import scan
+from .scan import MIN_SCALE_FACTOR, scan
 from .scoring import Prefilter, make_scorer
 
 FORMAT = "facedet-detector"
@@ -86,8 +86,7 @@ def check_params(**params):
     if unknown:
         raise TypeError(f"unknown detector parameter(s): {', '.join(unknown)}")
     p = {**defaults, **params}
-    # a step of 1.0001 made 46,805 pyramid levels for a 512 px image; 1.01 makes 330
-    check_scalar(p["scale_factor"], "scale_factor", lo=1.01)
+    check_scalar(p["scale_factor"], "scale_factor", lo=MIN_SCALE_FACTOR)
     check_scalar(p["stride"], "stride", lo=1, hi=WINDOW, integer=True)  # beyond a window, stretches go unscanned
     check_scalar(p["min_size"], "min_size", lo=1)
     if p["max_size"] is not None:

@@ -29,6 +29,7 @@ _N = WINDOW * WINDOW
 _C = (WINDOW - 1) / 2
 # Screening margin on a normalized stage score (in [-1, 1]): the correlation's float32 error is ~2e-6 there
 _MARGIN = 1e-3
+MIN_SCALE_FACTOR = 1.01  # a step of 1.0001 made 46,805 pyramid levels for a 512 px image; 1.01 makes 330
 
 
 def pyramid_scales(height, width, scale_factor=1.2, min_window=WINDOW, max_window=None):
@@ -39,8 +40,7 @@ def pyramid_scales(height, width, scale_factor=1.2, min_window=WINDOW, max_windo
     the same windows again (steps close to 1 on small images). Returns a list of floats. Raises ValueError /
     TypeError for scale_factor < 1.01 or a non-finite or non-positive window size.
     """
-    # a step of 1.0001 made 46,805 levels for a 512 px image (as detector.check_params)
-    check_scalar(scale_factor, "scale_factor", lo=1.01)
+    check_scalar(scale_factor, "scale_factor", lo=MIN_SCALE_FACTOR)
     check_scalar(min_window, "min_window", lo=0, lo_open=True)
     if max_window is not None:
         check_scalar(max_window, "max_window", lo=0, lo_open=True)
