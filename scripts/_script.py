@@ -11,11 +11,31 @@ bench_svc.py, which takes its thread counts from the environment only).
 ``DATA`` is $FACEDET_DATA if set, else ../shared/data beside the repository; ``require_data(path)`` stops the
 script with a usage error (exit 2) naming a missing data file or folder.
 """
+import contextlib
 import os
 import sys
+import warnings
 from pathlib import Path
 
 DATA = Path(os.environ.get("FACEDET_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
+
+
+def convergence_warnings():
+    """The iteration-cap warning classes of svmcore and scikit-learn (imported at the call: after limit_threads)."""
+    import svmcore
+    from sklearn.exceptions import ConvergenceWarning
+
+    return svmcore.ConvergenceWarning, ConvergenceWarning
+
+
+@contextlib.contextmanager
+def quiet_convergence():
+    """Silence the solvers' iteration-cap notices only (grids and timing loops reach max_iter on purpose); every
+    other warning still shows."""
+    with warnings.catch_warnings():
+        for category in convergence_warnings():
+            warnings.simplefilter("ignore", category)
+        yield
 
 
 def limit_threads(default="1", override=True):

@@ -28,10 +28,9 @@ if __name__ == "__main__":  # thread counts must be fixed before numpy/numba loa
 
     limit_threads(override=False)
 
-import warnings  # noqa: E402
-
 import numpy as np  # noqa: E402
 
+from _script import quiet_convergence  # noqa: E402
 from svmcore.qp_baselines import SVMPlusQP  # noqa: E402
 from svmcore.svmplus import KernelSVMPlus, LinearSVMPlus, mean_distance_gamma  # noqa: E402
 
@@ -85,8 +84,7 @@ def balanced_accuracy(f, y):
 def median_time(fit, repeats):
     """Median wall time of ``repeats`` calls of ``fit`` after one untimed warm-up (numba cache load)."""
     times = []
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
+    with quiet_convergence():
         model = fit()
         for _ in range(repeats):
             t = time.perf_counter()

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import time
-import warnings
 
 import h5py
 import numpy as np
@@ -26,7 +25,7 @@ from sklearn.svm import LinearSVC
 from svmcore.metrics import top_k_accuracies
 from svmcore.topk import TopKSVM
 
-from _script import DATA, require_data  # noqa: E402  (scripts/ is on sys.path when run)
+from _script import DATA, quiet_convergence, require_data  # noqa: E402  (scripts/ is on sys.path when run)
 
 BENCH = DATA / "bench"
 KS = (1, 2, 3, 5, 10)
@@ -68,8 +67,7 @@ class OvA:
         self.model = LinearSVC(C=C, random_state=0, loss="hinge", fit_intercept=False, tol=tol, max_iter=5000)
 
     def fit(self, X, y):
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # LIBLINEAR's max_iter notices
+        with quiet_convergence():  # LIBLINEAR's max_iter notices
             self.model.fit(X, y)
         self.classes_ = self.model.classes_
         return self
