@@ -194,7 +194,8 @@ def run(name, X, y, Xt, yt, params, cache_size, n_jobs=1):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--problems", default="cbcl,ijcnn1,patches,pendigits",
-                    help="comma-separated, from cbcl, ijcnn1, patches, pendigits, usps, letter, a9a, reuters")
+                    help="comma-separated, from cbcl, ijcnn1, patches, pendigits, usps, letter, a9a, reuters "
+                         "(default: %(default)s)")
     ap.add_argument("--cache-size", type=float, default=200.0, help="kernel cache in MB, for both solvers")
     ap.add_argument("--n-patches", type=int, default=100_000,
                     help="size of the patches problem (>= 28,838: the augmented faces and CBCL non-faces)")

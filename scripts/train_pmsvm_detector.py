@@ -44,8 +44,10 @@ AUGMENTATION = {"mirror": True, "shifts": 0, "angles": (-10, 10)}
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", type=Path, default=DATA, help="shared/data folder")
-    ap.add_argument("--rounds", type=int, default=3, help="bootstrapping rounds on the negative images")
-    ap.add_argument("--C", type=float, default=1.0, help="PmSVM's C")
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="bootstrapping rounds on the negative images (default: %(default)s; 0 is no faster: the "
+                         "unbootstrapped model's many false positives make the operating-point search slow)")
+    ap.add_argument("--C", type=float, default=1.0, help="PmSVM's C (default: %(default)s)")
     ap.add_argument("--p", type=float, default=-1.0, help="power mean: -1 chi-square, -8 ~ intersection")
     ap.add_argument("--max-iter", type=int, default=1000,
                     help="PmSVM's epoch cap; these problems need about 300 epochs to reach tol = 0.1, and a fit stopped "
