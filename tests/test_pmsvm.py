@@ -449,6 +449,16 @@ def test_dense_and_sparse_row_layouts_train_the_same_model(pendigits, monkeypatc
         np.testing.assert_array_equal(dense.n_iter_, csr.n_iter_)
         np.testing.assert_array_equal(dense.predict(Xt), csr.predict(Xt))
         assert np.abs(dense.coef_).sum() > 0
+    # values that round to the table's node 0 add nothing: dense rows hold zeros there, CSR drops the positions
+    Xtiny = X.copy()
+    Xtiny[X == 0] = 1e-6  # below half a table step of every feature's range
+    assert np.count_nonzero(X == 0) > 1000 and X.max(axis=0).min() > 2e-3
+    dense = PmSVM(C=1.0, random_state=0).fit(Xtiny, y)
+    monkeypatch.setattr(svmcore.pmsvm, "DENSE_FROM", 1.01)
+    csr = PmSVM(C=1.0, random_state=0).fit(Xtiny, y)
+    monkeypatch.undo()
+    np.testing.assert_allclose(dense.coef_, csr.coef_, rtol=0, atol=1e-5 * np.abs(csr.coef_).max())
+    np.testing.assert_array_equal(dense.n_iter_, csr.n_iter_)
     # rows beyond ROWS_MAX_BYTES stay CSR: the CSR model to the bit
     monkeypatch.setattr(svmcore.pmsvm, "ROWS_MAX_BYTES", X.size * 3 * 8 - 1)
     big = PmSVM(C=1.0, random_state=0).fit(X, y)
