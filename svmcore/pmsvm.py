@@ -39,6 +39,9 @@ import warnings
 import numba as nb
 import numpy as np
 import scipy.sparse as sp
+from llvmlite import ir
+from numba.core import cgutils
+from numba.extending import intrinsic
 
 from . import persistence
 from ._validation import (ConvergenceWarning, check_array, check_choice, check_class_weight, check_finite_fit,
@@ -456,6 +459,37 @@ def _axpy_row(b, w, step):
         w[t] += step * b[t]
 
 
+@intrinsic
+def _prefetch(typingctx, arr, q):
+    """Ask the CPU to bring the cache line of arr[q] in (LLVM's prefetch: a read, kept close); no result, no fault."""
+    def codegen(context, builder, signature, args):
+        ary = context.make_array(signature.args[0])(context, builder, args[0])
+        ptr = cgutils.get_item_pointer(context, builder, signature.args[0], ary, [args[1]], wraparound=False)
+        i8p, i32 = ir.IntType(8).as_pointer(), ir.IntType(32)
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32]),
+                                            "llvm.prefetch.p0i8")
+        builder.call(fn, [builder.bitcast(ptr, i8p), i32(0), i32(3), i32(1)])
+        return context.get_dummy_value()
+    return nb.types.void(arr, q), codegen
+
+
+@nb.njit(cache=True, inline="always")
+def _prefetch_row(i, indptr, indices, codes, t_pos):
+    """Prefetch the CSR positions of row i, which the solver visits next. The rows come in random order, so the
+    hardware's stream prefetcher starts each one cold: on sector the margin pass took 1.5x as long in random order
+    as in storage order."""
+    if codes.shape[0] == 0:
+        return
+    if t_pos.shape[0]:
+        for q in range(indptr[i], indptr[i + 1], 64 // t_pos.itemsize):
+            _prefetch(t_pos, q)
+    else:
+        for q in range(indptr[i], indptr[i + 1], 64 // codes.itemsize):
+            _prefetch(codes, q)
+    for q in range(indptr[i], indptr[i + 1], 64 // indices.itemsize):
+        _prefetch(indices, q)
+
+
 @nb.njit(cache=True, inline="always")
 def _margin(i, indptr, indices, codes, t_pos, ev, w, bias_w):
     """e(x_i)^T w + bias_w: over all d features for dense rows (w flat, (d n_basis,)), else over the CSR
@@ -551,6 +585,8 @@ def _dcd(indptr, indices, codes, t_pos, ev, beta, unit, qdiag, Y, upper, diag, t
             s = 0
             while s < active:
                 i = index[s]
+                if s + 1 < active:
+                    _prefetch_row(index[s + 1], indptr, indices, codes, t_pos)
                 G = y[i] * _margin(i, indptr, indices, codes, t_pos, ev, w, bias[m]) - 1.0 + diag[i] * a[i]
                 pg = 0.0
                 if a[i] == 0.0:
@@ -618,6 +654,8 @@ def _sgd(indptr, indices, codes, t_pos, ev, beta, unit, Y, C, row_weight, tol, m
             state = _shuffle(index, n, state)
             for s in range(n):
                 i = index[s]
+                if s + 1 < n:
+                    _prefetch_row(index[s + 1], indptr, indices, codes, t_pos)
                 eta = 1.0 / (lam * (t + 1))  # t + 1 keeps the first shrink factor 1 - 1/(t+1) > 0
                 f = scale * (_margin(i, indptr, indices, codes, t_pos, ev, v, 0.0) + vb)
                 scale *= 1.0 - 1.0 / (t + 1)
