@@ -25,7 +25,8 @@ classes. The exact Gram matrices of the sparse text sets come from power_mean_ke
 Data: ../shared/data beside the repository, or the folder in $FACEDET_DATA. Everything runs on one thread
 (numba, BLAS and OpenMP are limited to 1). The timed fits are the fastest of
 --repeat (default 3) fits on the full training set, more while they total under 1 s (up to 50), for every
-method but the exact kernel SVM (one run).
+method but the exact kernel SVM (one run). Once each method's C is chosen, the methods take turns, one fit each
+per round, so that a shared machine's drift over minutes reaches them all alike.
 
 Prints per data set: C, fit seconds, the feature map's fit time (same multiclass scheme) / the method's, at
 scikit-learn's and at LIBLINEAR's default tolerance, test
@@ -171,16 +172,23 @@ def timed(fn):
     return out, time.perf_counter() - t
 
 
-def best_of(fn, repeat, min_seconds=1.0, max_calls=50):
-    """(result of the last call, fastest wall time of at least ``repeat`` calls, more while they total less than
-    ``min_seconds``, up to ``max_calls``): the machine is shared, so the minimum is the least disturbed
-    measurement, and fits of a few ms need more calls to reach it (as timeit's autorange); every method gets the
-    same treatment."""
-    secs = []
-    while len(secs) < repeat or (sum(secs) < min_seconds and len(secs) < max_calls):
-        out, sec = timed(fn)
-        secs.append(sec)
-    return out, min(secs)
+def take_turns(fns, repeat, min_seconds=1.0, max_calls=50):
+    """{label: (result of its last call, its fastest wall time)} for a dict of {label: fn}. The functions take
+    turns, one call each per round, so that a shared machine's drift over minutes reaches them all alike (timed one
+    after the other, sector's methods were minutes apart). Each gets at least ``repeat`` calls, more while they
+    total less than ``min_seconds``, up to ``max_calls``: the minimum is the least disturbed measurement, and fits
+    of a few ms need more calls to reach it (as timeit's autorange)."""
+    secs, out = {label: [] for label in fns}, {}
+
+    def more(label):
+        return len(secs[label]) < repeat or (sum(secs[label]) < min_seconds and len(secs[label]) < max_calls)
+
+    while any(more(label) for label in fns):
+        for label, fn in fns.items():
+            if more(label):
+                out[label], sec = timed(fn)
+                secs[label].append(sec)
+    return {label: (out[label], min(secs[label])) for label in fns}
 
 
 def epoch_cells(model):
@@ -204,10 +212,16 @@ def bench(name, Xtr, ytr, Xte, yte, SVC, svc_name, repeat=3):
     chosen = {}
     table_sec = {}
 
-    def pick_and_fit(label, make, scheme="ovr"):
+    methods = {}  # label: (C chosen on the validation split, fit on the full training set, scheme)
+
+    def pick(label, make, scheme="ovr"):
         val = {C: np.mean(make(C).fit(Xtr[fit_i], ytr[fit_i]).predict(Xtr[val_i]) == ytr[val_i]) for C in C_GRID}
         C = max(val, key=val.get)
-        model, sec = best_of(lambda: make(C).fit(Xtr, ytr), repeat)
+        methods[label] = (C, lambda: make(C).fit(Xtr, ytr), scheme)
+        chosen[label] = C
+
+    def report(label, model, sec):
+        C, _, scheme = methods[label]
         table = ""
         if isinstance(model, PmSVM) and model.lut_bins:  # the scoring table is built at first use, not in fit
             built, sec_table = timed(lambda: getattr(model, "table_", None))
@@ -218,29 +232,30 @@ def bench(name, Xtr, ytr, Xte, yte, SVC, svc_name, repeat=3):
                 table = f" (+ {1000 * sec_table:.1f} ms for the table at first scoring)"
         acc = np.mean(model.predict(Xte) == yte)
         rows.append((label, C, sec, acc, epoch_cells(model), scheme))
-        chosen[label] = C
         print(f"  {label}: C={C:g}, fit {sec:.3f} s{table}, test acc {100 * acc:.2f}%", flush=True)
 
     pm = dict(p=P, random_state=0)
     fm = "AdditiveChi2Sampler(2)+LinearSVC"
-    pick_and_fit("PmSVM (ovr, no table)", lambda C: PmSVM(C=C, lut_bins=None, **pm))
-    pick_and_fit("PmSVM-LUT (ovr)", lambda C: PmSVM(C=C, **pm))
-    pick_and_fit("PmSVM-LUT (ovr, stopped at 10 epochs)", lambda C: PmSVM(C=C, max_iter=10, **pm))
+    pick("PmSVM (ovr, no table)", lambda C: PmSVM(C=C, lut_bins=None, **pm))
+    pick("PmSVM-LUT (ovr)", lambda C: PmSVM(C=C, **pm))
+    pick("PmSVM-LUT (ovr, stopped at 10 epochs)", lambda C: PmSVM(C=C, max_iter=10, **pm))
     if ovo:
-        pick_and_fit("PmSVM-LUT (ovo)", lambda C: PmSVM(C=C, multi_class="ovo", **pm), "ovo")
-        pick_and_fit("PmSVM-LUT 6 anchors (ovo)", lambda C: PmSVM(C=C, n_anchors=6, multi_class="ovo", **pm), "ovo")
-    pick_and_fit("PmSVM-LUT 6 anchors (ovr)", lambda C: PmSVM(C=C, n_anchors=6, **pm))
-    pick_and_fit("PmSVM-SGD (ovr, LUT, 20 epochs)", lambda C: PmSVM(C=C, solver="sgd", max_iter=20, **pm))
+        pick("PmSVM-LUT (ovo)", lambda C: PmSVM(C=C, multi_class="ovo", **pm), "ovo")
+        pick("PmSVM-LUT 6 anchors (ovo)", lambda C: PmSVM(C=C, n_anchors=6, multi_class="ovo", **pm), "ovo")
+    pick("PmSVM-LUT 6 anchors (ovr)", lambda C: PmSVM(C=C, n_anchors=6, **pm))
+    pick("PmSVM-SGD (ovr, LUT, 20 epochs)", lambda C: PmSVM(C=C, solver="sgd", max_iter=20, **pm))
     # LIBLINEAR's default tolerances: dual="auto" takes dual CD where the map's 3d features outnumber the samples
     lib_tol = 0.1 if len(ytr) < 3 * Xtr.shape[1] else 0.01
     for suffix, tol in (("", 1e-4), (FM_LIB, lib_tol)):
-        pick_and_fit(fm + suffix, lambda C, tol=tol: make_pipeline(AdditiveChi2Sampler(sample_steps=2),
+        pick(fm + suffix, lambda C, tol=tol: make_pipeline(AdditiveChi2Sampler(sample_steps=2),
                                                                     LinearSVC(C=C, tol=tol, random_state=0)))
         if ovo:  # the same map and solver, one LinearSVC per pair of classes: the reference for ovo rows
-            pick_and_fit(fm + suffix + " (ovo)", lambda C, tol=tol: make_pipeline(
+            pick(fm + suffix + " (ovo)", lambda C, tol=tol: make_pipeline(
                 AdditiveChi2Sampler(sample_steps=2), OneVsOneClassifier(LinearSVC(C=C, tol=tol, random_state=0))),
                 "ovo")
-    pick_and_fit("LinearSVC", lambda C: LinearSVC(C=C, random_state=0))
+    pick("LinearSVC", lambda C: LinearSVC(C=C, random_state=0))
+    for label, (model, sec) in take_turns({label: fit for label, (C, fit, scheme) in methods.items()}, repeat).items():
+        report(label, model, sec)
 
     K, gram_sec = timed(lambda: power_mean_kernel(Xtr, p=P))
     for mc in ("ovo", "ovr") if ovo else ("ovr",):
@@ -260,8 +275,8 @@ def bench(name, Xtr, ytr, Xte, yte, SVC, svc_name, repeat=3):
 
     ref, ref_lib = ({scheme: next(r[2] for r in rows if r[0] == fm + suffix + ("" if scheme == "ovr" else " (ovo)"))
                      for scheme in (("ovr", "ovo") if ovo else ("ovr",))} for suffix in ("", FM_LIB))
-    print(f"\nfit s: fastest of {repeat} or more fits (until they total 1 s, at most 50) on the full training set "
-          "(exact kernel: one run). Speed ratio: the "
+    print(f"\nfit s: fastest of {repeat} or more fits (until they total 1 s, at most 50) on the full training set, "
+          "the methods taking turns (exact kernel: one run). Speed ratio: the "
           "feature map's fit time with the same multiclass scheme (ovr or ovo) / the method's fit time, at "
           "scikit-learn's tol = 1e-4 and at LIBLINEAR's default tol (0.1 dual CD, 0.01 primal). Epochs: "
           "LIBLINEAR's iteration count, median / max over the binary problems (share < 10); passes: gradient "

@@ -551,8 +551,8 @@ def _add_row(i, indptr, indices, codes, beta, unit, w, step):
 
 
 @nb.njit(cache=True, parallel=True)
-def _dcd(indptr, indices, codes, t_pos, ev, beta, unit, qdiag, Y, upper, diag, tol, max_iter, seeds, W, bias, alpha, n_iter,
-         n_passes):
+def _dcd(indptr, indices, codes, t_pos, ev, beta, unit, qdiag, Y, upper, diag, tol, max_iter, seeds, W, bias, alpha,
+         n_iter, n_passes):
     """Dual CD with shrinking (Hsieh et al. 2008; Wu's Algorithm 3) for each row of Y (one binary problem).
 
     LIBLINEAR's form (solve_l2r_l1l2_svc), with row i's box constraint C_i: hinge loss upper_i = C_i,
@@ -912,8 +912,8 @@ class PmSVM(ClassifierMixin, BaseEstimator):
             qdiag = k_diag + 1.0 + diag  # +1 for the bias
             alpha = np.zeros((n_models, n))
             n_passes = np.zeros(n_models)
-            _dcd(indptr, indices, codes, t_pos, ev, beta, x_max, qdiag, Y, upper, diag, float(self.tol), int(self.max_iter),
-                 seeds, W, bias, alpha, n_iter, n_passes)
+            _dcd(indptr, indices, codes, t_pos, ev, beta, x_max, qdiag, Y, upper, diag, float(self.tol),
+                 int(self.max_iter), seeds, W, bias, alpha, n_iter, n_passes)
         else:
             _sgd(indptr, indices, codes, t_pos, ev, beta, x_max, Y, float(self.C), row_weight, float(self.tol),
                  int(self.max_iter), seeds, W, bias, n_iter)
