@@ -200,10 +200,9 @@ def explanatory_variables(u, n_basis):
     """
     u = np.asarray(u, dtype=np.float64)
     t = np.log(u + OFFSET_B)
-    e = np.empty(u.shape + (n_basis,))
-    e[..., 0] = 1.0
-    for b in range(1, n_basis):  # powers by repeated products, so that e[..., 2] is t * t to the bit, as the solver's
-        e[..., b] = e[..., b - 1] * t  # CSR margin computes it from t
+    e = t[..., None] ** np.arange(n_basis)
+    if n_basis > 2:
+        e[..., 2] = t * t  # the solver's CSR margin computes it so from t (t ** 2 may differ in the last bit)
     e[u <= 0] = 0.0
     return e
 
@@ -461,7 +460,11 @@ def _axpy_row(b, w, step):
 
 @intrinsic
 def _prefetch(typingctx, arr, q):
-    """Ask the CPU to bring the cache line of arr[q] in (LLVM's prefetch: a read, kept close); no result, no fault."""
+    """Ask the CPU to bring the cache line of arr[q] in (LLVM's prefetch: a read, kept close); no result, no fault.
+    arr: a 1-D array; q: an integer index."""
+    if not (isinstance(arr, nb.types.Array) and arr.ndim == 1 and isinstance(q, nb.types.Integer)):
+        return None
+
     def codegen(context, builder, signature, args):
         ary = context.make_array(signature.args[0])(context, builder, args[0])
         ptr = cgutils.get_item_pointer(context, builder, signature.args[0], ary, [args[1]], wraparound=False)
@@ -478,16 +481,21 @@ def _prefetch_row(i, indptr, indices, codes, t_pos):
     """Prefetch the CSR positions of row i, which the solver visits next. The rows come in random order, so the
     hardware's stream prefetcher starts each one cold: on sector the margin pass took 1.5x as long in random order
     as in storage order."""
-    if codes.shape[0] == 0:
+    start, end = indptr[i], indptr[i + 1]
+    if codes.shape[0] == 0 or start == end:
         return
+    # a line's worth of positions apart, and the last one too: a row need not start at a line's start
     if t_pos.shape[0]:
-        for q in range(indptr[i], indptr[i + 1], 64 // t_pos.itemsize):
+        for q in range(start, end, 64 // t_pos.itemsize):
             _prefetch(t_pos, q)
+        _prefetch(t_pos, end - 1)
     else:
-        for q in range(indptr[i], indptr[i + 1], 64 // codes.itemsize):
+        for q in range(start, end, 64 // codes.itemsize):
             _prefetch(codes, q)
-    for q in range(indptr[i], indptr[i + 1], 64 // indices.itemsize):
+        _prefetch(codes, end - 1)
+    for q in range(start, end, 64 // indices.itemsize):
         _prefetch(indices, q)
+    _prefetch(indices, end - 1)
 
 
 @nb.njit(cache=True, inline="always")
@@ -888,7 +896,7 @@ class PmSVM(ClassifierMixin, BaseEstimator):
             ev, beta = _dense_rows(indptr, indices, codes, ev, beta, x_max)
             codes = codes[:0]
         elif n_basis == 3:
-            nonzero = ev[codes, 0] != 0.0  # values rounded to the node 0 (e = beta = 0) add nothing: drop them
+            nonzero = (ev[:, 0] != 0.0)[codes]  # values rounded to the node 0 (e = beta = 0) add nothing: drop them
             if not nonzero.all():
                 indptr = np.concatenate(([0], np.cumsum(nonzero)))[indptr].astype(itype)
                 indices, codes = indices[nonzero], codes[nonzero]
