@@ -248,7 +248,7 @@ def bench(name, Xtr, ytr, Xte, yte, SVC, svc_name, repeat=3):
     lib_tol = 0.1 if len(ytr) < 3 * Xtr.shape[1] else 0.01
     for suffix, tol in (("", 1e-4), (FM_LIB, lib_tol)):
         pick(fm + suffix, lambda C, tol=tol: make_pipeline(AdditiveChi2Sampler(sample_steps=2),
-                                                                    LinearSVC(C=C, tol=tol, random_state=0)))
+                                                            LinearSVC(C=C, tol=tol, random_state=0)))
         if ovo:  # the same map and solver, one LinearSVC per pair of classes: the reference for ovo rows
             pick(fm + suffix + " (ovo)", lambda C, tol=tol: make_pipeline(
                 AdditiveChi2Sampler(sample_steps=2), OneVsOneClassifier(LinearSVC(C=C, tol=tol, random_state=0))),
