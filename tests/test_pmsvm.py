@@ -249,6 +249,30 @@ def test_shrinking_stops_at_kkt_on_all_samples(usps):
     np.testing.assert_array_equal(sgd.n_passes_, sgd.n_iter_)
 
 
+def test_first_phase_shrinks_more_and_stops_at_the_same_kkt_point(usps, monkeypatch):
+    # Dual CD's first phase bounds the shrinking threshold by FIRST_PHASE_CAP until the PG spread falls to 10 times
+    # that: against LIBLINEAR's rule alone (FIRST_PHASE_CAP = 0), fewer full-data passes on one-vs-rest problems
+    # (96 against 120 on these 3000 samples), and the same stopping test on every sample, so a KKT point to the same
+    # tolerance and the same predictions
+    X, y, Xt, _ = usps
+    X, y = X[:3000], y[:3000]
+    tol = 0.1
+    models = {}
+    for phase in (0.0, svmcore.pmsvm.FIRST_PHASE_CAP):
+        monkeypatch.setattr(svmcore.pmsvm, "FIRST_PHASE_CAP", phase)
+        models[phase] = PmSVM(C=0.1, tol=tol, max_iter=3000, random_state=0).fit(X, y)
+    plain, phased = models.values()
+    assert (phased.n_iter_ < 3000).all() and (plain.n_iter_ < 3000).all()
+    assert phased.n_passes_.sum() < 0.9 * plain.n_passes_.sum(), (phased.n_passes_.sum(), plain.n_passes_.sum())
+    for m in (plain, phased):
+        ys = np.where(y[None, :] == m.classes_[:, None], 1.0, -1.0)
+        G = ys * m.decision_function(X).T - 1.0
+        a = m.alpha_
+        pg = np.where(a <= 0, np.minimum(G, 0), np.where(a >= 0.1, np.maximum(G, 0), G))
+        assert (pg.max(axis=1) - pg.min(axis=1)).max() <= 2 * tol
+    assert np.mean(plain.predict(Xt) == phased.predict(Xt)) > 0.99
+
+
 def test_shrinking_verifies_on_all_samples_before_stopping(usps):
     # A solve that converges on the shrunk set must run one more epoch on all samples: on this problem the
     # shrunk variables violate the KKT conditions by ~14 tol at that point (measured), which only that epoch sees.
