@@ -428,6 +428,21 @@ def _table_codes(indices, values, x_max, lut_bins, itype):
 
 
 @nb.njit(cache=True)
+def _csr_positions(indices, codes, ev, beta, unit):
+    """The streams the CSR solvers read with the paper's basis, one pass: t_pos[q] = ev[c, 1] (the margin's
+    e = (1, t, t^2)) and s_beta[q] = unit[j] beta[c] (the update's), c = codes[q], j = indices[q]."""
+    t_pos = np.empty(indices.shape[0])
+    s_beta = np.empty((indices.shape[0], 3), dtype=np.float32)  # as the dense rows: half the stream, rounding 6e-8
+    for q in range(indices.shape[0]):
+        c = codes[q]
+        s = unit[indices[q]]
+        t_pos[q] = ev[c, 1]
+        for b in range(3):
+            s_beta[q, b] = s * beta[c, b]
+    return t_pos, s_beta
+
+
+@nb.njit(cache=True)
 def _dense_rows(indptr, indices, codes, ev, beta, unit):
     """The dense-row layout of CSR rows: (n, d n_basis) float32 e(x_ij) and s_j beta(x_ij), zero where x_ij = 0."""
     n, d, n_basis = indptr.shape[0] - 1, unit.shape[0], ev.shape[1]
@@ -534,21 +549,22 @@ def _margin(i, indptr, indices, codes, t_pos, ev, w, bias_w):
 
 
 @nb.njit(cache=True, inline="always")
-def _add_row(i, indptr, indices, codes, beta, unit, w, step):
-    """w += step * s_j beta(x_ij) over row i's features, as in :func:`_margin` (dense rows already hold s_j beta;
-    CSR positions scale the table's beta, in units of feature j, by unit[j] = s_j)."""
+def _add_row(i, indptr, indices, codes, t_pos, beta, unit, w, step):
+    """w += step * s_j beta(x_ij) over row i's features, as in :func:`_margin`. Dense rows and, with the paper's
+    basis (t_pos not empty), CSR positions already hold s_j beta (float32; beta[i], beta[q]); otherwise the CSR
+    positions scale the table's beta, in units of feature j, by unit[j] = s_j."""
     if codes.shape[0] == 0:
         _axpy_row(beta[i], w, step)
         return
     nb_ = beta.shape[1]
-    if nb_ == 3:
+    if t_pos.shape[0]:
+        # one sequential stream per position, in place of a table row through the code and unit[j] from anywhere in
+        # a (d,) array: 0.9x the margin-and-update time on sector (docs/pmsvm.md, "s_j beta per position")
         for q in range(indptr[i], indptr[i + 1]):
-            c = codes[q]
             j = indices[q]
-            t = step * unit[j]
-            w[3 * j] += t * beta[c, 0]
-            w[3 * j + 1] += t * beta[c, 1]
-            w[3 * j + 2] += t * beta[c, 2]
+            w[3 * j] += step * beta[q, 0]
+            w[3 * j + 1] += step * beta[q, 1]
+            w[3 * j + 2] += step * beta[q, 2]
     else:
         for q in range(indptr[i], indptr[i + 1]):
             c = codes[q]
@@ -556,6 +572,39 @@ def _add_row(i, indptr, indices, codes, beta, unit, w, step):
             t = step * unit[j]
             for b in range(nb_):
                 w[nb_ * j + b] += t * beta[c, b]
+
+
+@nb.njit(cache=True, inline="always")
+def _check_all(members, index, G, y, a, w, bias_w, upper, diag, indptr, indices, codes, t_pos, ev):
+    """The gradient G of every sample in members (sorted), at a fixed w, in storage order; returns the PG extremes
+    (pg_max, pg_min) over all of them and the new active count, index holding first the samples that LIBLINEAR's
+    rule keeps with those extremes as the thresholds (a sample at a bound whose G lies beyond them has PG = 0 and
+    leaves), then the others."""
+    pg_max = -np.inf
+    pg_min = np.inf
+    for s in range(members.shape[0]):
+        i = members[s]
+        G[s] = y[i] * _margin(i, indptr, indices, codes, t_pos, ev, w, bias_w) - 1.0 + diag[i] * a[i]
+        pg = G[s]
+        if a[i] == 0.0:
+            pg = min(pg, 0.0)
+        elif a[i] == upper[i]:
+            pg = max(pg, 0.0)
+        pg_max = max(pg_max, pg)
+        pg_min = min(pg_min, pg)
+    hi = pg_max if pg_max > 0.0 else np.inf
+    lo = pg_min if pg_min < 0.0 else -np.inf
+    active = 0
+    out = members.shape[0]
+    for s in range(members.shape[0]):
+        i = members[s]
+        if (a[i] == 0.0 and G[s] > hi) or (a[i] == upper[i] and G[s] < lo):
+            out -= 1
+            index[out] = i
+        else:
+            index[active] = i
+            active += 1
+    return pg_max, pg_min, active
 
 
 # Dual CD's first phase (see _dcd): the shrinking threshold is bounded by FIRST_PHASE_CAP, in the units of the gradient
@@ -572,17 +621,22 @@ def _dcd(indptr, indices, codes, t_pos, ev, beta, unit, qdiag, Y, upper, diag, t
 
     LIBLINEAR's form (solve_l2r_l1l2_svc), with row i's box constraint C_i: hinge loss upper_i = C_i,
     diag_i = 0; squared hinge upper_i = inf, diag_i = 1/(2 C_i). Shrinking: a variable at a bound whose
-    gradient lies beyond the previous epoch's PG extreme (PGmax_old / PGmin_old) leaves the active set; when
-    the PG spread of the active set is <= tol, one more epoch runs on all samples, and the solver stops only
-    if that full epoch also has spread <= tol. One change to LIBLINEAR's rule, a first phase: until the spread
-    first falls to 10 phase_cap (or to tol), the threshold is at most phase_cap (min(PGmax_old, phase_cap),
-    max(PGmin_old, -phase_cap); phase_cap = 0: no first phase); then one epoch runs on all samples, and
-    LIBLINEAR's rule takes over. LIBLINEAR's PGmax_old stays near 0.5-1 for the first epochs, so that the easy
-    negatives of a one-vs-rest problem (G in [0, 1] at alpha = 0, 85% of sector's samples) are visited in about
-    five full epochs. Kept to the end, the bound would make the solver converge on a set shrunk too far, verify,
-    and converge again (USPS: twice the epochs).
-    n_iter[m] counts epochs (LIBLINEAR's #iter, shrunk or not); n_passes[m] counts gradient evaluations
-    divided by the number of samples of the problem, i.e. the work in full-data passes. W is
+    gradient lies beyond the previous epoch's PG extreme (PGmax_old / PGmin_old) leaves the active set.
+    Two changes to LIBLINEAR's rule (docs/pmsvm.md):
+    - A first phase: until the spread first falls to 10 phase_cap (or to tol), the threshold is at most
+      phase_cap (min(PGmax_old, phase_cap), max(PGmin_old, -phase_cap); phase_cap = 0: no first phase).
+      LIBLINEAR's PGmax_old stays near 0.5-1 for the first epochs, so that the easy negatives of a one-vs-rest
+      problem (G in [0, 1] at alpha = 0, 85% of sector's samples) are visited in about five full epochs. Kept to
+      the end, the bound would make the solver converge on a set shrunk too far, verify, and converge again
+      (USPS: twice the epochs).
+    - Where LIBLINEAR runs an epoch on all samples (the active set's PG spread is <= tol, or here the first phase
+      is over), :func:`_check_all` computes every sample's gradient at the current w, in storage order, with no
+      step. The solver stops if their PG spread is <= tol: the KKT conditions hold to tol at the w returned,
+      measured at once (LIBLINEAR measures each sample while the epoch's steps move w). Otherwise the samples
+      beyond that pass's PG extremes stay out, as LIBLINEAR's epoch after a full one would shrink them, so the
+      full pass is made once, not twice.
+    n_iter[m] counts epochs (LIBLINEAR's #iter, shrunk or not), each check one; n_passes[m] counts gradient
+    evaluations divided by the number of samples of the problem, i.e. the work in full-data passes. W is
     (n_models, d n_basis): w_j is W[m, j n_basis:(j + 1) n_basis].
     """
     n_models = Y.shape[0]
@@ -590,8 +644,10 @@ def _dcd(indptr, indices, codes, t_pos, ev, beta, unit, qdiag, Y, upper, diag, t
         y = Y[m]
         a = alpha[m]
         w = W[m]
-        index = np.nonzero(y)[0]  # y = 0: the sample is not in this (one-vs-one) problem
+        members = np.nonzero(y)[0]  # y = 0: the sample is not in this (one-vs-one) problem
+        index = members.copy()
         n = index.shape[0]
+        G_all = np.empty(n)
         state = np.uint64(seeds[m])
         active = n
         pg_max_old = np.inf
@@ -635,19 +691,22 @@ def _dcd(indptr, indices, codes, t_pos, ev, beta, unit, qdiag, Y, upper, diag, t
                     old = a[i]
                     a[i] = min(max(old - G / qdiag[i], 0.0), upper[i])
                     delta = (a[i] - old) * y[i]
-                    _add_row(i, indptr, indices, codes, beta, unit, w, delta)
+                    _add_row(i, indptr, indices, codes, t_pos, beta, unit, w, delta)
                     bias[m] += delta
                 s += 1
             it += 1
             spread = pg_max - pg_min
-            if spread <= tol and active == n:
-                break
             if spread <= tol or (first_phase and spread <= 10.0 * phase_cap):
-                active = n  # converged on the shrunk set, or the first phase is over: an epoch on all samples
-                pg_max_old = np.inf
-                pg_min_old = -np.inf
+                # converged on the shrunk set, or the first phase is over: check all samples at this w
                 first_phase = False
-                continue
+                if it == max_iter:
+                    break
+                pg_max, pg_min, active = _check_all(members, index, G_all, y, a, w, bias[m], upper, diag, indptr,
+                                                    indices, codes, t_pos, ev)
+                it += 1
+                visits += n
+                if pg_max - pg_min <= tol:
+                    break
             pg_max_old = pg_max if pg_max > 0.0 else np.inf
             pg_min_old = pg_min if pg_min < 0.0 else -np.inf
         n_iter[m] = it
@@ -687,7 +746,7 @@ def _sgd(indptr, indices, codes, t_pos, ev, beta, unit, Y, C, row_weight, tol, m
                 scale *= 1.0 - 1.0 / (t + 1)
                 if y[i] * f < 1.0:
                     step = eta * row_weight[i] * y[i] / scale
-                    _add_row(i, indptr, indices, codes, beta, unit, v, step)
+                    _add_row(i, indptr, indices, codes, t_pos, beta, unit, v, step)
                     vb += step
                 if scale < 1e-9:  # fold the scale back into v before it underflows
                     v *= scale
@@ -918,7 +977,7 @@ class PmSVM(ClassifierMixin, BaseEstimator):
             if not nonzero.all():
                 indptr = np.concatenate(([0], np.cumsum(nonzero)))[indptr].astype(itype)
                 indices, codes = indices[nonzero], codes[nonzero]
-            t_pos = ev[codes, 1]
+            t_pos, beta = _csr_positions(indices, codes, ev, beta, x_max)
         pairs = self._pairs(len(classes), self.multi_class)
         n_models = len(pairs)
         pos = y_index[None, :] == pairs[:, 1:2]

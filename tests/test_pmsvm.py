@@ -225,9 +225,10 @@ def test_warns_once_per_fit_at_max_iter(pendigits):
 
 def test_shrinking_stops_at_kkt_on_all_samples(usps):
     # Shrinking (LIBLINEAR's PGmax_old / PGmin_old rule) drops bounded variables from the epochs; the solver may
-    # only stop after a full epoch over all samples. So the returned point must satisfy the KKT conditions of
-    # the box dual on every sample, including those that were shrunk: the projected gradient
-    # PG_i = y_i f(x_i) - 1 (clipped at the bounds) has spread <= tol, up to the drift of the last epoch.
+    # only stop after a check of all samples' gradients at one w. So the returned point must satisfy the KKT
+    # conditions of the box dual on every sample, including those that were shrunk: the projected gradient
+    # PG_i = y_i f(x_i) - 1 (clipped at the bounds) has spread <= tol, to the rounding of the dense float32 rows
+    # (LIBLINEAR's rule, measuring each sample while the last epoch's steps move w, needed 2 tol here).
     X, y = usps[0][:600], usps[1][:600]
     for C, loss in ((0.1, "hinge"), (1.0, "hinge"), (0.1, "squared_hinge")):
         tol = 1e-3
@@ -240,7 +241,7 @@ def test_shrinking_stops_at_kkt_on_all_samples(usps):
             G += a * 0.5 / C
         pg = np.where(a <= 0, np.minimum(G, 0), np.where(a >= upper, np.maximum(G, 0), G))
         assert m.n_iter_[0] < 3000
-        assert pg.max() - pg.min() <= 2 * tol, (C, loss, pg.max() - pg.min())
+        assert pg.max() - pg.min() <= tol + 1e-6, (C, loss, pg.max() - pg.min())
         # shrinking did remove work: fewer full-data passes than epochs
         assert 1.0 <= m.n_passes_[0] < m.n_iter_[0], (m.n_passes_, m.n_iter_)
         bounded = (a == 0) | (a == upper)
@@ -269,20 +270,20 @@ def test_first_phase_shrinks_more_and_stops_at_the_same_kkt_point(usps, monkeypa
         G = ys * m.decision_function(X).T - 1.0
         a = m.alpha_
         pg = np.where(a <= 0, np.minimum(G, 0), np.where(a >= 0.1, np.maximum(G, 0), G))
-        assert (pg.max(axis=1) - pg.min(axis=1)).max() <= 2 * tol
+        assert (pg.max(axis=1) - pg.min(axis=1)).max() <= tol + 1e-6
     assert np.mean(plain.predict(Xt) == phased.predict(Xt)) > 0.99
 
 
 def test_shrinking_verifies_on_all_samples_before_stopping(usps):
-    # A solve that converges on the shrunk set must run one more epoch on all samples: on this problem the
-    # shrunk variables violate the KKT conditions by ~14 tol at that point (measured), which only that epoch sees.
+    # A solve that converges on the shrunk set must check all samples: on this problem the shrunk variables
+    # violate the KKT conditions by ~14 tol at that point (measured), which only that check sees.
     X, y = usps[0], usps[1] == 8
     tol, C = 1e-2, 10.0
     m = PmSVM(C=C, lut_bins=None, tol=tol, max_iter=3000, random_state=0).fit(X, y)
     a = m.alpha_[0]
     G = np.where(y, 1.0, -1.0) * m.decision_function(X) - 1.0
     pg = np.where(a <= 0, np.minimum(G, 0), np.where(a >= C, np.maximum(G, 0), G))
-    assert m.n_iter_[0] < 3000 and pg.max() - pg.min() <= 2 * tol
+    assert m.n_iter_[0] < 3000 and pg.max() - pg.min() <= tol + 1e-6
 
 
 def test_sgd_approaches_the_dual_solution(usps):
@@ -303,7 +304,7 @@ def test_sgd_approaches_the_dual_solution(usps):
 def test_learned_weights_are_sums_of_the_training_rows_betas(usps, layout, lut_bins, monkeypatch):
     # coef_[0, j] = s_j sum_i alpha_i y_i beta(x_ij / s_j) and intercept_ = sum_i alpha_i y_i, with x_ij / s_j
     # rounded to the nearest of the lut_bins nodes of [0, 1] when training with a table (PmSVM-LUT), in both row
-    # layouts; the dense rows hold e and s_j beta in float32 (relative rounding 6e-8)
+    # layouts; both hold s_j beta in float32 (relative rounding 6e-8)
     X, y = usps[:2]
     X, y = X[:800] * np.linspace(0.5, 40.0, 256), y[:800] == 3  # a different unit per feature
     assert np.mean(X > 0) >= svmcore.pmsvm.DENSE_FROM
@@ -317,8 +318,7 @@ def test_learned_weights_are_sums_of_the_training_rows_betas(usps, layout, lut_b
     coef = np.where(y, 1.0, -1.0) * m.alpha_[0]
     beta = regression_weights(u, pmsvm_anchors(3), -1.0)  # 0 where u = 0
     ref = np.einsum("i,ijb->jb", coef, beta) * m.x_max_[:, None]
-    rtol = 1e-9 if layout == "csr" else 1e-6
-    np.testing.assert_allclose(m.coef_[0], ref, rtol=rtol, atol=rtol * np.abs(ref).max())
+    np.testing.assert_allclose(m.coef_[0], ref, rtol=1e-6, atol=1e-6 * np.abs(ref).max())
     assert m.intercept_[0] == pytest.approx(coef.sum(), rel=1e-9, abs=1e-12)
 
 
