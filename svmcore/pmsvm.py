@@ -559,7 +559,7 @@ def _add_row(i, indptr, indices, codes, t_pos, beta, unit, w, step):
     nb_ = beta.shape[1]
     if t_pos.shape[0]:
         # one sequential stream per position, in place of a table row through the code and unit[j] from anywhere in
-        # a (d,) array: 0.9x the margin-and-update time on sector (docs/pmsvm.md, "s_j beta per position")
+        # a (d,) array: 0.9x the margin-and-update time on sector (docs/pmsvm.md, "s_j β per CSR position")
         for q in range(indptr[i], indptr[i + 1]):
             j = indices[q]
             w[3 * j] += step * beta[q, 0]
