@@ -227,8 +227,7 @@ def test_shrinking_stops_at_kkt_on_all_samples(usps):
     # Shrinking (LIBLINEAR's PGmax_old / PGmin_old rule) drops bounded variables from the epochs; the solver may
     # only stop after a check of all samples' gradients at one w. So the returned point must satisfy the KKT
     # conditions of the box dual on every sample, including those that were shrunk: the projected gradient
-    # PG_i = y_i f(x_i) - 1 (clipped at the bounds) has spread <= tol, to the rounding of the dense float32 rows
-    # (LIBLINEAR's rule, measuring each sample while the last epoch's steps move w, needed 2 tol here).
+    # PG_i = y_i f(x_i) - 1 (clipped at the bounds) has spread <= tol, to the rounding of the dense float32 rows.
     X, y = usps[0][:600], usps[1][:600]
     for C, loss in ((0.1, "hinge"), (1.0, "hinge"), (0.1, "squared_hinge")):
         tol = 1e-3
