@@ -608,9 +608,9 @@ def _check_all(members, index, G, y, a, w, bias_w, upper, diag, indptr, indices,
 
 
 # Dual CD's first phase (see _dcd): the shrinking threshold is bounded by FIRST_PHASE_CAP, in the units of the gradient
-# y f(x) - 1 (the margin's, whatever tol is), until the PG spread falls to 10 FIRST_PHASE_CAP. 0 restores LIBLINEAR's
-# rule. 16-35% fewer full-data passes on the five benchmark sets, the same test accuracy to 0.05 points; figures and
-# the variants that failed: docs/pmsvm.md, "A first phase of shrinking".
+# y f(x) - 1 (the margin's, whatever tol is), until the PG spread falls to 10 FIRST_PHASE_CAP. 0: no first phase
+# (LIBLINEAR's shrinking). 16-35% fewer full-data passes on the five benchmark sets, the same test accuracy to 0.05
+# points; figures and the variants that failed: docs/pmsvm.md, "A first phase of shrinking".
 FIRST_PHASE_CAP = 0.1
 
 

@@ -251,7 +251,7 @@ def test_shrinking_stops_at_kkt_on_all_samples(usps):
 
 def test_first_phase_shrinks_more_and_stops_at_the_same_kkt_point(usps, monkeypatch):
     # Dual CD's first phase bounds the shrinking threshold by FIRST_PHASE_CAP until the PG spread falls to 10 times
-    # that: against LIBLINEAR's rule alone (FIRST_PHASE_CAP = 0), fewer full-data passes on one-vs-rest problems
+    # that: against no first phase (FIRST_PHASE_CAP = 0), fewer full-data passes on one-vs-rest problems
     # (83 against 111 on these 3000 samples), and the same stopping test on every sample, so a KKT point to the same
     # tolerance and the same predictions
     X, y, Xt, _ = usps
