@@ -559,7 +559,7 @@ def _add_row(i, indptr, indices, codes, t_pos, beta, unit, w, step):
     nb_ = beta.shape[1]
     if t_pos.shape[0]:
         # one sequential stream per position, in place of a table row through the code and unit[j] from anywhere in
-        # a (d,) array: 0.9x the margin-and-update time on sector (docs/pmsvm.md, "s_j β per CSR position")
+        # a (d,) array: 0.9x the margin-and-update time on sector (docs/pmsvm-history.md, "s_j β per CSR position")
         for q in range(indptr[i], indptr[i + 1]):
             j = indices[q]
             w[3 * j] += step * beta[q, 0]
@@ -610,7 +610,7 @@ def _check_all(members, index, G, y, a, w, bias_w, upper, diag, indptr, indices,
 # Dual CD's first phase (see _dcd): the shrinking threshold is bounded by FIRST_PHASE_CAP, in the units of the gradient
 # y f(x) - 1 (the margin's, whatever tol is), until the PG spread falls to 10 FIRST_PHASE_CAP. 0: no first phase
 # (LIBLINEAR's shrinking). 16-35% fewer full-data passes on the five benchmark sets, the same test accuracy to 0.05
-# points; figures and the variants that failed: docs/pmsvm.md, "A first phase of shrinking".
+# points; figures and the variants that failed: docs/pmsvm-history.md, "A first phase of shrinking".
 FIRST_PHASE_CAP = 0.1
 
 
@@ -622,7 +622,7 @@ def _dcd(indptr, indices, codes, t_pos, ev, beta, unit, qdiag, Y, upper, diag, t
     LIBLINEAR's form (solve_l2r_l1l2_svc), with row i's box constraint C_i: hinge loss upper_i = C_i,
     diag_i = 0; squared hinge upper_i = inf, diag_i = 1/(2 C_i). Shrinking: a variable at a bound whose
     gradient lies beyond the previous epoch's PG extreme (PGmax_old / PGmin_old) leaves the active set.
-    Two changes to LIBLINEAR's rule (docs/pmsvm.md):
+    Two changes to LIBLINEAR's rule (docs/pmsvm-history.md):
     - A first phase: until the spread first falls to 10 phase_cap (or to tol), the threshold is at most
       phase_cap (min(PGmax_old, phase_cap), max(PGmin_old, -phase_cap); phase_cap = 0: no first phase).
       LIBLINEAR's PGmax_old stays near 0.5-1 for the first epochs, so that the easy negatives of a one-vs-rest
