@@ -69,16 +69,17 @@ class LinearSVMPlus(_Classifier, BaseEstimator):
     alpha, zeta >= 0 is solved by Algorithm 1 (:func:`svmcore.dcd.dcd_svmplus`).
 
     Parameters: ``C`` > 0 (loss weight), ``gamma`` > 0 (weight of ||w*||^2, the capacity of the
-    correcting function), ``tol`` > 0 (stop when max - min projected gradient <= tol, LIBLINEAR's rule),
-    ``max_iter`` (epochs; svmcore.ConvergenceWarning if reached), ``random_state``
+    correcting function), ``tol`` > 0 (stop when max - min projected gradient over all 2n coordinates, measured
+    at the returned w and w*, is <= tol: LIBLINEAR's rule with its confirming epoch replaced by a check at a fixed
+    w), ``max_iter`` (epochs, each check one; svmcore.ConvergenceWarning if reached), ``random_state``
     (seed of the coordinate order; None draws one).
 
     Learned: ``coef_`` (d,), ``intercept_`` (float): f(x) = coef_'x + intercept_; ``coef_star_`` (d*,),
     ``intercept_star_``: the correcting function xi(x*) = coef_star_'x* + intercept_star_;
     ``classes_`` (2,); ``objective_`` (value of the minimised dual (8)); ``n_iter_`` (epochs);
     ``n_passes_`` (coordinate gradients evaluated / 2n, the work in full passes: < n_iter_ once shrinking drops
-    coordinates at their bound; after fit only, not saved, as PmSVM's); ``kkt_violation_`` (final max PG -
-    min PG); ``n_features_in_``.
+    coordinates at their bound; after fit only, not saved, as PmSVM's); ``kkt_violation_`` (max PG - min PG over all
+    coordinates at the returned point; if max_iter ran out, that of the last epoch's active set); ``n_features_in_``.
     """
 
     _state_arrays = ("coef_", "coef_star_", "classes_")
