@@ -23,7 +23,7 @@ from . import persistence
 from ._validation import (ConvergenceWarning, check_array, check_choice, check_finite_fit, check_fitted, check_labels,
                           check_n_features, check_random_state, check_scalar, make_rng)
 from .base import BaseEstimator, ClassifierMixin
-from .dcd import as_rows, dcd_svmplus
+from .dcd import FIRST_PHASE_CAP, as_rows, dcd_svmplus
 from .kernels import KernelSpec, check_gamma, kernel_block, resolve_kernel, row_norms_sq
 
 
@@ -116,7 +116,8 @@ class LinearSVMPlus(_Classifier, BaseEstimator):
         sq_x, sq_z = row_norms_sq(X), row_norms_sq(Z)
         check_finite_fit(sq_x, sq_z)  # the linear kernel's diagonal, which Algorithm 1 divides by
         n_iter, n_passes, violation = dcd_svmplus(as_rows(X), as_rows(Z), ys, sq_x, sq_z, C, gamma,
-                                                  alpha, zeta, w, w_star, float(self.tol), int(self.max_iter), seed)
+                                                  alpha, zeta, w, w_star, float(self.tol), int(self.max_iter), seed,
+                                                  FIRST_PHASE_CAP)
         if violation > self.tol:
             warnings.warn(f"LinearSVMPlus: stopped after max_iter={self.max_iter} epochs with projected-gradient "
                           f"violation {violation:.3g} > tol={self.tol}; increase max_iter (convergence slows as gamma "

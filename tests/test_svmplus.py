@@ -97,7 +97,7 @@ def test_dcd_stops_with_every_coordinate_within_tol(cbcl, seed):
     """The stop is a check of all 2n coordinates at the returned (w, w*): their projected-gradient spread, recomputed
     here from alpha and zeta, is <= tol. LIBLINEAR's confirming epoch, which measures while its own steps move w,
     returned 1.23 tol (seed 0) and 1.02 tol (seed 1) on this problem."""
-    from svmcore.dcd import as_rows, dcd_svmplus
+    from svmcore.dcd import FIRST_PHASE_CAP, as_rows, dcd_svmplus
     from svmcore.kernels import row_norms_sq
 
     X, Z, y = _cbcl_views(cbcl, 500)
@@ -105,7 +105,7 @@ def test_dcd_stops_with_every_coordinate_within_tol(cbcl, seed):
     alpha, zeta = np.zeros(n), np.full(n, C)
     w, w_star = np.zeros(X.shape[1] + 1), np.zeros(Z.shape[1] + 1)
     n_epochs, n_passes, violation = dcd_svmplus(as_rows(X), as_rows(Z), y, row_norms_sq(X), row_norms_sq(Z), C,
-                                                gamma, alpha, zeta, w, w_star, tol, 100000, seed)
+                                                gamma, alpha, zeta, w, w_star, tol, 100000, seed, FIRST_PHASE_CAP)
     assert n_epochs < 100000 and n_passes < 0.5 * n_epochs
     Xa, Za = np.hstack([X, np.ones((n, 1))]), np.hstack([Z, np.ones((n, 1))])
     w_ref, w_star_ref = (alpha * y) @ Xa, (alpha + zeta - C) @ Za / gamma
