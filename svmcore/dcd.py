@@ -126,7 +126,7 @@ FIRST_PHASE_CAP = 0.2
 @nb.njit(cache=True)
 def dcd_svmplus(X, Z, y, sq_x, sq_z, C, gamma, alpha, zeta, w, w_star, tol, max_iter, seed, phase_cap):
     """Run Algorithm 1 in place on ``alpha``, ``zeta``, ``w``, ``w_star``; return ``(n_epochs, n_passes,
-    violation)``.
+    violation, converged)``.
 
     X (n, d) / Z (n, d*): main and privileged rows (float64 arrays or CSR tuples from :func:`as_rows`),
     without the constant feature, which is implicit. y (n,) float64 in {+1, -1}. sq_x, sq_z (n,):
@@ -138,10 +138,11 @@ def dcd_svmplus(X, Z, y, sq_x, sq_z, C, gamma, alpha, zeta, w, w_star, tol, max_
     PGmax_old] leave from the first epochs rather than after LIBLINEAR's PGmax_old has come down.
     Where LIBLINEAR runs an epoch on all coordinates (the active set's PG spread is <= tol, or here the first phase
     is over), :func:`_check_all` computes all 2n gradients at the current (w, w*), with no step (as PmSVM's dual
-    CD, docs/pmsvm.md). The solver stops if their PG spread is <= tol: the KKT conditions then hold to tol at the
+    CD, docs/pmsvm-history.md). The solver stops if their PG spread is <= tol: the KKT conditions then hold to tol at the
     returned point, measured at once. Otherwise the coordinates at 0 whose gradient exceeds that pass's largest PG stay out, and
     CD goes on over the rest. ``n_epochs`` counts CD epochs (shrunk or not) and checks, one each, up to
-    ``max_iter`` (reached before a check, the fit stops unverified); ``n_passes`` is the coordinate gradients
+    ``max_iter``; ``converged`` is True only when a check passed, so a fit whose epochs ran out, even with the
+    active set's spread <= tol, is not taken for converged. ``n_passes`` is the coordinate gradients
     evaluated / 2n, the work in full passes (a check is one, at about half a CD pass's cost since alpha_i and
     zeta_i share w*'x~*_i). ``violation`` is the spread of the last check (<= tol) or, when ``max_iter`` ran
     out, of the last epoch's active set.
@@ -160,6 +161,7 @@ def dcd_svmplus(X, Z, y, sq_x, sq_z, C, gamma, alpha, zeta, w, w_star, tol, max_
     pg_max_old = np.inf
     np.random.seed(seed)
     violation = np.inf
+    converged = False
     first_phase = phase_cap > 0.0
     epoch = 0
     visits = 0
@@ -216,6 +218,7 @@ def dcd_svmplus(X, Z, y, sq_x, sq_z, C, gamma, alpha, zeta, w, w_star, tol, max_
             visits += 2 * n
             violation = pg_max - pg_min
             if violation <= tol:
+                converged = True
                 break
         pg_max_old = pg_max if pg_max > 0.0 else np.inf
-    return epoch, visits / (2 * n), violation
+    return epoch, visits / (2 * n), violation, converged

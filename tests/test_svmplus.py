@@ -104,9 +104,10 @@ def test_dcd_stops_with_every_coordinate_within_tol(cbcl, seed):
     C, gamma, tol, n = 1.0, 1.0, 1e-2, len(y)
     alpha, zeta = np.zeros(n), np.full(n, C)
     w, w_star = np.zeros(X.shape[1] + 1), np.zeros(Z.shape[1] + 1)
-    n_epochs, n_passes, violation = dcd_svmplus(as_rows(X), as_rows(Z), y, row_norms_sq(X), row_norms_sq(Z), C,
-                                                gamma, alpha, zeta, w, w_star, tol, 100000, seed, FIRST_PHASE_CAP)
-    assert n_epochs < 100000 and n_passes < 0.5 * n_epochs
+    n_epochs, n_passes, violation, converged = dcd_svmplus(
+        as_rows(X), as_rows(Z), y, row_norms_sq(X), row_norms_sq(Z), C, gamma, alpha, zeta, w, w_star, tol, 100000,
+        seed, FIRST_PHASE_CAP)
+    assert converged and n_epochs < 100000 and n_passes < 0.5 * n_epochs
     Xa, Za = np.hstack([X, np.ones((n, 1))]), np.hstack([Z, np.ones((n, 1))])
     w_ref, w_star_ref = (alpha * y) @ Xa, (alpha + zeta - C) @ Za / gamma
     np.testing.assert_allclose(w, w_ref, atol=1e-10)
@@ -148,6 +149,22 @@ def test_linear_deterministic_and_warns_at_max_iter():
     np.testing.assert_array_equal(a.coef_, b.coef_)
     with pytest.warns(RuntimeWarning, match="max_iter"):
         LinearSVMPlus(C=1.0, gamma=1.0, tol=1e-8, max_iter=2, random_state=0).fit(X, X_star, y)
+
+
+def test_linear_warns_when_max_iter_ends_before_the_check():
+    """An epoch cap reached just as the active set's spread falls to tol stops before the check of all coordinates:
+    that fit is not converged, although its last measured spread is <= tol, and it must warn."""
+    X, X_star, y = _random_problem(4)
+    kw = dict(C=1.0, gamma=1.0, tol=1e-3, random_state=0)
+    epochs = LinearSVMPlus(max_iter=100000, **kw).fit(X, X_star, y).n_iter_
+    unverified = 0
+    for cap in range(1, epochs):
+        with warnings.catch_warnings(record=True) as record:
+            warnings.simplefilter("always")
+            est = LinearSVMPlus(max_iter=cap, **kw).fit(X, X_star, y)
+        assert any("max_iter" in str(w.message) for w in record), cap
+        unverified += est.kkt_violation_ <= kw["tol"]
+    assert unverified > 0  # the case a test on the last spread alone would miss
 
 
 def test_linear_correcting_function_is_the_slack_model():
