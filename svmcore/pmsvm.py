@@ -798,8 +798,10 @@ class PmSVM(ClassifierMixin, BaseEstimator):
         the current lut_bins: set after fit, it changes the scoring resolution, not the trained weights.
     tol : float > 0; DCD stops when the projected-gradient spread max PG - min PG <= tol (LIBLINEAR's
         criterion, 0.1 there); SGD stops when an epoch changes w by less than tol relative to |w|.
-    max_iter : int >= 1, maximum number of epochs (passes over the data) per binary problem; a fit in which any
-        binary problem reaches it warns once (svmcore.ConvergenceWarning, with their count).
+    max_iter : int >= 1, maximum number of epochs per binary problem (DCD: LIBLINEAR's iterations, epochs over the
+        active set, which shrinking makes cheaper than passes over the data, each check of all samples counting
+        as one; SGD: epochs over all samples); a fit in which any binary problem reaches it warns once
+        (svmcore.ConvergenceWarning, with their count).
     random_state : None, int >= 0, numpy Generator or RandomState; seeds the order of coordinates / samples.
     solver : "dcd" (Algorithm 3, dual coordinate descent) or "sgd" (Algorithm 4, stochastic gradient
         descent with step 1/(lambda t), lambda = 1/(C n)).
