@@ -24,6 +24,8 @@ import scipy.sparse as sp
 from numba import types
 from numba.extending import overload
 
+from ._shrinking import keep_after_check
+
 
 def as_rows(X):
     """Return the argument :func:`dcd_svmplus` takes for ``X``: the array itself or a CSR tuple."""
@@ -102,17 +104,8 @@ def _check_all(X, Z, y, alpha, zeta, w, w_star, index, g_all):
         pz = min(gz, 0.0) if zeta[i] == 0.0 else gz
         pg_max = max(pg_max, pa, pz)
         pg_min = min(pg_min, pa, pz)
-    hi = pg_max if pg_max > 0.0 else np.inf
-    active = 0
-    out = 2 * n
-    for j in range(2 * n):
-        v = alpha[j] if j < n else zeta[j - n]
-        if v == 0.0 and g_all[j] > hi:
-            out -= 1
-            index[out] = j
-        else:
-            index[active] = j
-            active += 1
+    at_zero = np.concatenate((alpha == 0.0, zeta == 0.0))  # alpha and zeta have no upper bound
+    active = keep_after_check(index, np.arange(2 * n), g_all, at_zero, np.zeros(2 * n, dtype=np.bool_), pg_max, pg_min)
     return pg_max, pg_min, active
 
 

@@ -44,6 +44,7 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from . import persistence
+from ._shrinking import keep_after_check
 from ._validation import (ConvergenceWarning, check_array, check_choice, check_class_weight, check_finite_fit,
                           check_fitted, check_labels, check_n_features, check_random_state, check_scalar, make_rng,
                           row_weights)
@@ -596,18 +597,8 @@ def _check_all(members, index, G, y, a, w, bias_w, upper, diag, indptr, indices,
             pg = max(pg, 0.0)
         pg_max = max(pg_max, pg)
         pg_min = min(pg_min, pg)
-    hi = pg_max if pg_max > 0.0 else np.inf
-    lo = pg_min if pg_min < 0.0 else -np.inf
-    active = 0
-    out = members.shape[0]
-    for s in range(members.shape[0]):
-        i = members[s]
-        if (a[i] == 0.0 and G[s] > hi) or (a[i] == upper[i] and G[s] < lo):
-            out -= 1
-            index[out] = i
-        else:
-            index[active] = i
-            active += 1
+    a_m = a[members]
+    active = keep_after_check(index, members, G, a_m == 0.0, a_m == upper[members], pg_max, pg_min)
     return pg_max, pg_min, active
 
 
