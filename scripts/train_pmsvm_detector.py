@@ -50,9 +50,9 @@ def main():
     ap.add_argument("--C", type=float, default=1.0, help="PmSVM's C (default: %(default)s)")
     ap.add_argument("--p", type=float, default=-1.0, help="power mean: -1 chi-square, -8 ~ intersection")
     ap.add_argument("--max-iter", type=int, default=3000,
-                    help="PmSVM's epoch cap (default: %(default)s); the default recipe's fits converge within it (the last "
-                         "in 2,055 epochs, to tol = 0.1); a fit stopped short depends on rounding (so then does every "
-                         "bootstrapping round after it)")
+                    help="PmSVM's epoch cap (default: %(default)s); the default recipe's fits converge within it "
+                         "(the last in 2,055 epochs, to tol = 0.1); a fit stopped short depends on rounding (so then "
+                         "does every bootstrapping round after it)")
     ap.add_argument("--out", type=Path, required=True, help="model file to write")
     ap.add_argument("--threads", default="1", help="threads for numba and BLAS")
     args = ap.parse_args()

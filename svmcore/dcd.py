@@ -131,11 +131,11 @@ def dcd_svmplus(X, Z, y, sq_x, sq_z, C, gamma, alpha, zeta, w, w_star, tol, max_
     PGmax_old] leave from the first epochs rather than after LIBLINEAR's PGmax_old has come down.
     Where LIBLINEAR runs an epoch on all coordinates (the active set's PG spread is <= tol, or here the first phase
     is over), :func:`_check_all` computes all 2n gradients at the current (w, w*), with no step (as PmSVM's dual
-    CD, docs/pmsvm-history.md). The solver stops if their PG spread is <= tol: the KKT conditions then hold to tol at the
-    returned point, measured at once. Otherwise the coordinates at 0 whose gradient exceeds that pass's largest PG stay out, and
-    CD goes on over the rest. ``n_epochs`` counts CD epochs (shrunk or not) and checks, one each, up to
-    ``max_iter``; ``converged`` is True only when a check passed, so a fit whose epochs ran out, even with the
-    active set's spread <= tol, is not taken for converged. ``n_passes`` is the coordinate gradients
+    CD, docs/pmsvm-history.md). The solver stops if their PG spread is <= tol: the KKT conditions then hold to tol
+    at the returned point, measured at once. Otherwise the coordinates at 0 whose gradient exceeds that pass's
+    largest PG stay out, and CD goes on over the rest. ``n_epochs`` counts CD epochs (shrunk or not) and checks,
+    one each, up to ``max_iter``; ``converged`` is True only when a check passed, so a fit whose epochs ran out,
+    even with the active set's spread <= tol, is not taken for converged. ``n_passes`` is the coordinate gradients
     evaluated / 2n, the work in full passes (a check is one, at about half a CD pass's cost since alpha_i and
     zeta_i share w*'x~*_i). ``violation`` is the spread of the last check (<= tol) or, when ``max_iter`` ran
     out, of the last epoch's active set.

@@ -119,8 +119,9 @@ class LinearSVMPlus(_Classifier, BaseEstimator):
             as_rows(X), as_rows(Z), ys, sq_x, sq_z, C, gamma, alpha, zeta, w, w_star, float(self.tol),
             int(self.max_iter), seed, FIRST_PHASE_CAP)
         if not converged:
-            warnings.warn(f"LinearSVMPlus: stopped after max_iter={self.max_iter} epochs before its projected-gradient "
-                          f"spread over all coordinates was checked <= tol={self.tol} (last measured: {violation:.3g}); "
+            warnings.warn(f"LinearSVMPlus: stopped after max_iter={self.max_iter} epochs before its "
+                          f"projected-gradient spread over all coordinates was checked <= tol={self.tol} "
+                          f"(last measured: {violation:.3g}); "
                           "increase max_iter (convergence slows as gamma decreases)", ConvergenceWarning, stacklevel=2)
         self.coef_, self.intercept_ = w[:-1], float(w[-1])
         self.coef_star_, self.intercept_star_ = w_star[:-1], float(w_star[-1])

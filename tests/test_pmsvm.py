@@ -15,8 +15,8 @@ from svmcore import SVC
 from svmcore.pmsvm import (PmSVM, approx_kernel, approximation_error, explanatory_variables, lut_decision,
                            pmsvm_anchors, power_mean, power_mean_kernel, regression_weights)
 
-# many of these real-data fits use up the default 100 epochs (docs/pmsvm.md: medians of 16-100), or are capped on purpose;
-# test_warns_once_per_fit_at_max_iter checks the warning
+# many of these real-data fits use up the default 100 epochs (docs/pmsvm.md: medians of 16-100), or are capped
+# on purpose; test_warns_once_per_fit_at_max_iter checks the warning
 pytestmark = pytest.mark.filterwarnings("ignore:PmSVM. .* stopped at max_iter:RuntimeWarning")
 
 
