@@ -192,7 +192,7 @@ def train(
     coef0: float = typer.Option(1.0, help="Kernel coef0 (poly)."),
     tol: float = typer.Option(1e-3, help="Solver stopping tolerance (KKT violation)."),
     max_iter: Optional[int] = typer.Option(None, min=1, help="Solver iteration cap: SMO iterations for svc "
-                                                             "(default: none), epochs for pmsvm (default 100)."),
+                                                             "(default: none), epochs for pmsvm (default 3000)."),
     mirror: bool = typer.Option(True, help="Add mirror images of the faces."),
     shifts: int = typer.Option(0, min=0, help="Add face copies shifted by up to this many pixels."),
     stride: int = typer.Option(2, help="Saved scanning default (not used in fitting): stride in pixels (1-19) per "

@@ -289,12 +289,14 @@ def _n_features(classifier):
     return None
 
 
-PMSVM_DEFAULTS = {"C": 1.0, "p": -1.0, "random_state": 0}
+# max_iter: the face/non-face problems on HOG need up to about 2,100 epochs to reach tol (scripts/
+# train_pmsvm_detector.py); a fit stopped short depends on rounding, and so does every bootstrapping round after it
+PMSVM_DEFAULTS = {"C": 1.0, "p": -1.0, "max_iter": 3000, "random_state": 0}
 
 
 def fit_pmsvm(features, labels, **pmsvm_params):
     """svmcore.PmSVM fitted on nonnegative feature rows (n, p), labels (n,) (1 = face); pmsvm_params override
-    PMSVM_DEFAULTS (C = 1, p = -1: chi-square; lookup table of 1000 bins)."""
+    PMSVM_DEFAULTS (C = 1, p = -1: chi-square; lookup table of 1000 bins; at most 3000 epochs)."""
     from svmcore.pmsvm import PmSVM
 
     return PmSVM(**{**PMSVM_DEFAULTS, **pmsvm_params}).fit(features, labels)

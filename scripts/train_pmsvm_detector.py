@@ -33,7 +33,7 @@ from pathlib import Path  # noqa: E402
 import numpy as np  # noqa: E402
 
 from facedet.bootstrap import bootstrap, calibrate_box, choose_threshold  # noqa: E402
-from facedet.detector import train_pmsvm_detector  # noqa: E402
+from facedet.detector import PMSVM_DEFAULTS, train_pmsvm_detector  # noqa: E402
 
 from _training_data import check_args, evaluate_scenes, fmt_box, load_training_data, log_round, report  # noqa: E402
 
@@ -49,7 +49,7 @@ def main():
                          "unbootstrapped model's many false positives make the operating-point search slow)")
     ap.add_argument("--C", type=float, default=1.0, help="PmSVM's C (default: %(default)s)")
     ap.add_argument("--p", type=float, default=-1.0, help="power mean: -1 chi-square, -8 ~ intersection")
-    ap.add_argument("--max-iter", type=int, default=3000,
+    ap.add_argument("--max-iter", type=int, default=PMSVM_DEFAULTS["max_iter"],
                     help="PmSVM's epoch cap (default: %(default)s); the default recipe's fits converge within it "
                          "(the last in 2,055 epochs, to tol = 0.1); a fit stopped short depends on rounding (so then "
                          "does every bootstrapping round after it)")
