@@ -166,8 +166,15 @@ def _patches(faces, nonfaces, data, split):
     return X, y, len(errors)
 
 
+def _typed(ctx, names):
+    """Those of the options ``names`` (parameter names) given on the command line, as --option-names."""
+    return [f"--{n.replace('_', '-')}" for n in names
+            if getattr(ctx.get_parameter_source(n), "name", None) == "COMMANDLINE"]
+
+
 @app.command()
 def train(
+    ctx: typer.Context,
     out_path: Path = typer.Option(..., "--out", help="Model file to write (.npz)."),
     faces: Optional[Path] = typer.Option(None, help="Folder of face images (any size; resized to 19x19)."),
     nonfaces: Optional[Path] = typer.Option(None, help="Folder of non-face images (any size; resized to 19x19)."),
@@ -183,14 +190,17 @@ def train(
     features: Optional[str] = typer.Option(None, help="Window features: osuna (the default for svc; the only "
                                                       "one it takes) or hog (the default for pmsvm)."),
     p: float = typer.Option(-1.0, "--p", help="PmSVM power mean kernel: -1 chi-square, -8 ~ intersection, "
-                                              "0 Hellinger (pmsvm)."),
-    kernel: str = typer.Option("poly", help="SVM kernel: poly, rbf or linear (poly 2 and linear score fastest)."),
-    degree: int = typer.Option(2, help="Polynomial degree."),
+                                              "0 Hellinger (pmsvm only)."),
+    kernel: str = typer.Option("poly", help="SVM kernel: poly, rbf or linear (poly 2 and linear score fastest; "
+                                            "svc only)."),
+    degree: int = typer.Option(2, help="Polynomial degree (svc, poly kernel)."),
     C: Optional[float] = typer.Option(None, "--C", help="SVM regularisation constant C > 0 (default 10 for svc, "
                                                         "1 for pmsvm)."),
-    gamma: str = typer.Option("auto", help="Kernel gamma: a number > 0, 'auto' (1/283) or 'scale'."),
-    coef0: float = typer.Option(1.0, help="Kernel coef0 (poly)."),
-    tol: float = typer.Option(1e-3, help="Solver stopping tolerance (KKT violation)."),
+    gamma: str = typer.Option("auto", help="Kernel gamma: a number > 0, 'auto' (1/283) or 'scale' (svc only)."),
+    coef0: float = typer.Option(1.0, help="Kernel coef0 (svc, poly kernel)."),
+    tol: Optional[float] = typer.Option(None, help="Solver stopping tolerance: the KKT violation for svc (default "
+                                                   "1e-3), the spread of projected gradients for pmsvm (default "
+                                                   "0.1, LIBLINEAR's)."),
     max_iter: Optional[int] = typer.Option(None, min=1, help="Solver iteration cap: SMO iterations for svc "
                                                              "(default: none), epochs for pmsvm (default 3000)."),
     mirror: bool = typer.Option(True, help="Add mirror images of the faces."),
@@ -219,6 +229,10 @@ def train(
         _usage(f"--features {features}: the svc classifier takes osuna features; use --classifier pmsvm")
     if classifier == "pmsvm" and features == "osuna":
         _usage("--features osuna: pmsvm needs nonnegative features (osuna windows are centred); use hog")
+    # an option the chosen classifier does not take would be silently dropped: a mistyped command
+    other = _typed(ctx, ["kernel", "degree", "gamma", "coef0"] if classifier == "pmsvm" else ["p"])
+    if other:
+        _usage(f"{', '.join(other)}: not an option of --classifier {classifier}")
     _check_output(out_path, "--out")
     _check_not_input(out_path, "--out", {"--data": data, "--faces": faces, "--nonfaces": nonfaces,
                                          "--negatives": negatives})
@@ -244,11 +258,11 @@ def train(
                     X, y, negative_images=negative_images, augmentation=augmentation,
                     callback=_svm_callback(progress, task), **scan_params,
                     svm_params={"kernel": kernel, "degree": degree, "C": 10.0 if C is None else C, "gamma": g,
-                                "coef0": coef0, "tol": tol, "max_iter": max_iter})
+                                "coef0": coef0, "tol": 1e-3 if tol is None else tol, "max_iter": max_iter})
             else:
                 det, _, labels = train_pmsvm_detector(
                     X, y, features=features, negative_images=negative_images, augmentation=augmentation,
-                    pmsvm_params={"p": p, **({} if C is None else {"C": C}),
+                    pmsvm_params={"p": p, **({} if C is None else {"C": C}), **({} if tol is None else {"tol": tol}),
                                   **({} if max_iter is None else {"max_iter": max_iter})}, **scan_params)
         except (TypeError, ValueError) as exc:
             _usage(_as_options(exc, [*scan_params, "kernel", "degree", "C", "gamma", "coef0", "tol", "p",

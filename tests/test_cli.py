@@ -431,3 +431,21 @@ def test_bad_patch_arrays_and_out_names_are_usage_errors(astro, tmp_path, small_
     assert r.exit_code == 0
     written = json.loads(r.stdout)[0]["annotated"]
     assert written == str(tmp_path / "ann" / "astronaut.faces.png") and read_rgb(written).shape == (512, 512, 3)
+
+
+def test_train_options_of_the_other_classifier_are_refused_and_tol_reaches_pmsvm(small_npz, tmp_path, monkeypatch):
+    # --tol was silently dropped for pmsvm, and --kernel ... for pmsvm or --p for svc did nothing
+    import facedet.bootstrap
+    import facedet.detector
+    monkeypatch.setattr(facedet.bootstrap, "fit_svm", lambda *a, **k: pytest.fail("fitted despite a usage error"))
+    monkeypatch.setattr(facedet.detector, "fit_pmsvm", lambda *a, **k: pytest.fail("fitted despite a usage error"))
+    base = ["train", "--data", str(small_npz), "--out", str(tmp_path / "x.npz")]
+    for extra, named in ((["--classifier", "pmsvm", "--kernel", "rbf", "--degree", "3"], "--kernel, --degree"),
+                         (["--classifier", "pmsvm", "--gamma", "0.1"], "--gamma"), (["--p", "0"], "--p")):
+        r = runner.invoke(app, [*base, *extra])
+        assert r.exit_code == 2 and f"{named}: not an option of --classifier" in r.stderr, (extra, r.output)
+    monkeypatch.undo()
+    from facedet import Detector
+    r = runner.invoke(app, [*base, "--classifier", "pmsvm", "--tol", "0.5", "--no-mirror", "--max-iter", "300"])
+    assert r.exit_code == 0, r.output
+    assert Detector.load(tmp_path / "x.npz").classifier.tol == 0.5
