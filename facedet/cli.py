@@ -204,7 +204,10 @@ def train(
     max_iter: Optional[int] = typer.Option(None, min=1, help="Solver iteration cap: SMO iterations for svc "
                                                              "(default: none), epochs for pmsvm (default 3000)."),
     mirror: bool = typer.Option(True, help="Add mirror images of the faces."),
-    shifts: int = typer.Option(0, min=0, help="Add face copies shifted by up to this many pixels."),
+    shifts: int = typer.Option(0, min=0, max=9, help="Add face copies shifted by 1 to this many pixels (0-9: a "
+                                                     "larger shift moves most of the face out of the 19x19 "
+                                                     "window); each pixel adds 4 copies (up, down, left, right) of "
+                                                     "every face and of its mirror image."),
     stride: int = typer.Option(2, help="Saved scanning default (not used in fitting): stride in pixels (1-19) per "
                                        "pyramid level."),
     scale_factor: float = typer.Option(1.2, help="Saved scanning default: pyramid step >= 1.01."),

@@ -449,3 +449,14 @@ def test_train_options_of_the_other_classifier_are_refused_and_tol_reaches_pmsvm
     r = runner.invoke(app, [*base, "--classifier", "pmsvm", "--tol", "0.5", "--no-mirror", "--max-iter", "300"])
     assert r.exit_code == 0, r.output
     assert Detector.load(tmp_path / "x.npz").classifier.tol == 0.5
+
+
+def test_train_shifts_stay_inside_the_window(small_npz, tmp_path, monkeypatch):
+    # --shifts 30 made 242 copies of each face, most of them the replicated border of the window, and fitted them
+    import facedet.bootstrap
+    monkeypatch.setattr(facedet.bootstrap, "fit_svm", lambda *a, **k: pytest.fail("fitted despite a usage error"))
+    r = runner.invoke(app, ["train", "--data", str(small_npz), "--out", str(tmp_path / "x.npz"), "--shifts", "10"])
+    assert r.exit_code == 2 and "--shifts" in r.output
+    import typer.main
+    option = next(o for o in typer.main.get_command(app).commands["train"].params if o.name == "shifts")
+    assert "0-9" in option.help and "4 copies" in option.help
