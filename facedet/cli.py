@@ -149,6 +149,17 @@ def _read_images(paths, progress, description):
     return images, failed
 
 
+def _negatives(folder, progress):
+    """(name, grey) of the usable images under --negatives ``folder`` and the number that failed; a usage error
+    (exit 2) if none is usable, for a run without them would not be the run asked for."""
+    from .preprocess import WINDOW
+
+    images, failed = _read_images(_image_files(folder, "--negatives"), progress, "reading negatives")
+    if not images:
+        _usage(f"--negatives {folder}: no readable image of at least {WINDOW}x{WINDOW} pixels")
+    return images, failed
+
+
 def _patches(faces, nonfaces, data, split):
     from .patches import load_patches
 
@@ -249,10 +260,7 @@ def train(
     X, y, failed = _patches(faces, nonfaces, data, split)
     augmentation = {"mirror": mirror, "shifts": shifts}
     with _progress() as progress:
-        neg, nfail = (_read_images(_image_files(negatives, "--negatives"), progress, "reading negatives")
-                      if negatives else ([], 0))
-        if negatives and not neg:
-            _usage(f"{negatives}: no readable images")
+        neg, nfail = _negatives(negatives, progress) if negatives else ([], 0)
         negative_images = [im for _, im in neg]
         task = progress.add_task(f"training {classifier}", total=None, info="")
         try:
@@ -331,9 +339,7 @@ def bootstrap(
         _usage(f"{model}: a {type(det.classifier).__name__} model keeps no training rows; give the patches to "
                f"retrain on (--data, or --faces and --nonfaces)")
     with _progress() as progress:
-        neg, nfail = _read_images(_image_files(negatives, "--negatives"), progress, "reading negatives")
-        if not neg:
-            _usage(f"{negatives}: no readable images")
+        neg, nfail = _negatives(negatives, progress)
         scan_task = progress.add_task("scanning negatives", total=len(neg), info="")
         fit_task = progress.add_task("retraining SVM", total=None, info="", visible=False)
         rows = []
@@ -606,7 +612,7 @@ def calibrate(
     split: Optional[str] = typer.Option(None, help="Use only rows of this split (e.g. train)."),
     negatives: Optional[Path] = typer.Option(None, help="Folder of face-free images (subfolders included): their "
                                                         "detections count as false positives when choosing the "
-                                                        "operating point."),
+                                                        "operating point (so not with --box-only)."),
     operating_point: bool = typer.Option(True, "--operating-point/--box-only",
                                          help="Also choose the threshold (-1 to 3, step 0.1) and min_neighbors (1-3) "
                                               "that maximise F1 on these images; --box-only keeps the model's."),
@@ -621,6 +627,8 @@ def calibrate(
     from .bootstrap import calibrate_box, choose_threshold
     from .imageio import ImageError, read_grey
 
+    if negatives is not None and not operating_point:  # they only count in choosing the operating point
+        _usage("--negatives: not used with --box-only (it keeps the model's operating point)")
     _check_output(out_path, "--out")
     _check_not_input(out_path, "--out", {"--model": model, "--annotations": annotations, "--negatives": negatives})
     ann, det = _annotated_set(images, annotations, split, model)
@@ -635,8 +643,7 @@ def calibrate(
             except ImageError as exc:
                 _report("failed", exc)
                 failed += 1
-        neg, nfail = (_read_images(_image_files(negatives, "--negatives"), progress, "reading negatives")
-                      if negatives else ([], 0))
+        neg, nfail = _negatives(negatives, progress) if negatives else ([], 0)
         if not any(len(boxes) for _, boxes in items):
             _usage(f"{annotations}: no face to calibrate on in the readable images (faces flagged ignore are left out)")
         progress.add_task("calibrating", total=None, info="")

@@ -460,3 +460,22 @@ def test_train_shifts_stay_inside_the_window(small_npz, tmp_path, monkeypatch):
     import typer.main
     option = next(o for o in typer.main.get_command(app).commands["train"].params if o.name == "shifts")
     assert "0-9" in option.help and "4 copies" in option.help
+
+
+def test_negatives_without_a_usable_image_are_a_usage_error(astro, data_dir, tmp_path, monkeypatch):
+    # calibrate went on without them (exit 0), choosing its operating point on the annotated images alone
+    import facedet.bootstrap
+    from facedet.detector import default_model_path
+    monkeypatch.setattr(facedet.bootstrap, "calibrate_box", lambda *a, **k: pytest.fail("calibrated anyway"))
+    small = tmp_path / "small"
+    small.mkdir()
+    write_image(small / "tiny.png", read_rgb(astro)[:10, :10])  # readable, but smaller than a window
+    (small / "notes.txt").write_text("no image")
+    scenes = data_dir / "scenes_annotated_dlib_voc"
+    base = ["calibrate", "--model", str(default_model_path()), "--images", str(scenes / "images"),
+            "--annotations", str(scenes / "boxes.csv"), "--split", "train", "--out", str(tmp_path / "c.npz")]
+    r = runner.invoke(app, [*base, "--negatives", str(small)])
+    assert r.exit_code == 2 and "no readable image of at least 19x19 pixels" in r.stderr, r.output
+    r = runner.invoke(app, [*base, "--negatives", str(data_dir / "nonface_scenes"), "--box-only"])
+    assert r.exit_code == 2 and "--negatives: not used with --box-only" in r.stderr, r.output
+    assert not (tmp_path / "c.npz").exists()
