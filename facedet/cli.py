@@ -183,6 +183,11 @@ def _typed(ctx, names):
             if getattr(ctx.get_parameter_source(n), "name", None) == "COMMANDLINE"]
 
 
+def _split_needs_data(ctx, data):
+    if data is None and _typed(ctx, ["split"]):  # the folders of --faces/--nonfaces have no splits
+        _usage("--split: selects a split of --data; give --data")
+
+
 @app.command()
 def train(
     ctx: typer.Context,
@@ -245,6 +250,7 @@ def train(
         _usage("--features osuna: pmsvm needs nonnegative features (osuna windows are centred); use hog")
     # an option the chosen classifier does not take would be silently dropped: a mistyped command
     other = _typed(ctx, ["kernel", "degree", "gamma", "coef0"] if classifier == "pmsvm" else ["p"])
+    _split_needs_data(ctx, data)
     if other:
         _usage(f"{', '.join(other)}: not an option of --classifier {classifier}")
     _check_output(out_path, "--out")
@@ -308,6 +314,7 @@ def _refine(text):
 
 @app.command()
 def bootstrap(
+    ctx: typer.Context,
     model: Path = typer.Option(..., help="Trained model to start from."),
     negatives: Path = typer.Option(..., help="Folder of images that contain no face (subfolders included)."),
     rounds: int = typer.Option(2, min=1, help="Rounds of: scan negatives, add false positives, retrain."),
@@ -323,6 +330,7 @@ def bootstrap(
     """Bootstrap: add the false positives on face-free images to the non-faces and retrain, N rounds."""
     from .bootstrap import bootstrap as run, training_set
 
+    _split_needs_data(ctx, data)
     _check_output(out_path, "--out")
     _check_not_input(out_path, "--out", {"--model": model, "--data": data, "--faces": faces, "--nonfaces": nonfaces,
                                          "--negatives": negatives})

@@ -479,3 +479,13 @@ def test_negatives_without_a_usable_image_are_a_usage_error(astro, data_dir, tmp
     r = runner.invoke(app, [*base, "--negatives", str(data_dir / "nonface_scenes"), "--box-only"])
     assert r.exit_code == 2 and "--negatives: not used with --box-only" in r.stderr, r.output
     assert not (tmp_path / "c.npz").exists()
+
+
+def test_split_without_data_is_a_usage_error(small_npz, small_model, data_dir, tmp_path):
+    # --split was silently ignored without --data (a folder pair, or bootstrap on the support vectors)
+    faces = data_dir / "misc_faces_skimage"
+    for args in (["train", "--faces", str(faces), "--nonfaces", str(tmp_path)],
+                 ["bootstrap", "--model", str(small_model), "--negatives", str(faces)]):
+        r = runner.invoke(app, [*args, "--split", "test", "--out", str(tmp_path / "x.npz")])
+        assert r.exit_code == 2 and "--split: selects a split of --data" in r.stderr, (args, r.output)
+    assert not (tmp_path / "x.npz").exists()
