@@ -489,3 +489,14 @@ def test_split_without_data_is_a_usage_error(small_npz, small_model, data_dir, t
         r = runner.invoke(app, [*args, "--split", "test", "--out", str(tmp_path / "x.npz")])
         assert r.exit_code == 2 and "--split: selects a split of --data" in r.stderr, (args, r.output)
     assert not (tmp_path / "x.npz").exists()
+
+
+def test_min_size_help_gives_the_smallest_face_searched():
+    # --min-size below the 4x-upsampled window silently acted as that floor; the help says so, with the number
+    import typer.main
+    from facedet import load_default
+    from facedet.detector import MAX_UPSAMPLE
+    from facedet.preprocess import WINDOW
+    option = next(o for o in typer.main.get_command(app).commands["detect"].params if o.name == "min_size")
+    floor = WINDOW / MAX_UPSAMPLE * load_default().box[2]
+    assert f"upsampled {MAX_UPSAMPLE}x" in option.help and f"{floor:.1f} px for the shipped model" in option.help
