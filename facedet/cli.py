@@ -436,7 +436,7 @@ def detect(
         except (TypeError, ValueError) as exc:
             _usage(_as_options(exc, overrides))
     targets = _annotation_targets(images, out_path)
-    _check_not_input(targets, "--out", {"IMAGE": images})
+    _check_not_input(targets, "--out", {"IMAGE": images, "--model": model})
     results, failed = [], 0
     with _progress() as progress:
         task = progress.add_task("detecting", total=len(images), info="")
@@ -567,7 +567,7 @@ def evaluate(
         _usage(f"--iou: must be in (0, 1], got {iou}")
     if plot is not None:
         _check_output(plot, "--plot")
-        _check_not_input(plot, "--plot", {"--annotations": annotations})
+        _check_not_input(plot, "--plot", {"--annotations": annotations, "--model": model})
         try:
             plot_format(plot)
         except ValueError as exc:

@@ -500,3 +500,16 @@ def test_min_size_help_gives_the_smallest_face_searched():
     option = next(o for o in typer.main.get_command(app).commands["detect"].params if o.name == "min_size")
     floor = WINDOW / MAX_UPSAMPLE * load_default().box[2]
     assert f"upsampled {MAX_UPSAMPLE}x" in option.help and f"{floor:.1f} px for the shipped model" in option.help
+
+
+def test_annotated_image_or_plot_never_replaces_the_model(astro, small_model, data_dir, tmp_path):
+    # train --out takes any name, so a model can be called m.png; detect --out m.png wrote over it
+    model = tmp_path / "m.png"
+    model.write_bytes(small_model.read_bytes())
+    scenes = data_dir / "scenes_annotated_dlib_voc"
+    for args in (["detect", str(astro), "--model", str(model), "--out", str(model)],
+                 ["evaluate", "--images", str(scenes / "images"), "--annotations", str(scenes / "boxes.csv"),
+                  "--model", str(model), "--plot", str(model)]):
+        r = runner.invoke(app, args)
+        assert r.exit_code == 2 and "is the --model input" in r.stderr, (args, r.output)
+    assert model.read_bytes() == small_model.read_bytes()
