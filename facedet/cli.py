@@ -471,23 +471,39 @@ def detect(
             t.add_row(Text(r["image"]), f"{r['width']}x{r['height']}", str(len(r["faces"])),
                       "\n".join(f"{f['x']},{f['y']},{f['w']},{f['h']} ({f['score']:.2f})" for f in r["faces"]))
         out.print(t)
+        for r in results:
+            if "annotated" in r:
+                out.print(f"wrote {r['annotated']}", markup=False, highlight=False)
     raise typer.Exit(1 if failed else 0)
 
 
 def _annotated_set(images, annotations, split, model):
-    """(annotations by image name, detector) for evaluate and calibrate; usage errors for a bad CSV, folder
-    or model."""
-    from .evaluate import read_annotations
+    """(annotations by image name, a reader of those images, detector) for evaluate and calibrate; usage errors
+    for a bad CSV, folder or model. The reader raises ImageError for an image that is unreadable or not of the
+    size its boxes were drawn at (the CSV's img_width, img_height)."""
+    from .evaluate import read_annotations, read_image_sizes
+    from .imageio import ImageError, read_grey
 
     try:
         ann = read_annotations(annotations, split=split)
+        sizes = read_image_sizes(annotations, split=split)
     except OSError as exc:
         _usage(f"--annotations {annotations}: {exc.strerror or exc}")
     except ValueError as exc:
         _usage(str(exc))
     if not images.is_dir():
         _usage(f"not a folder: {images}")
-    return ann, _load_detector(model)
+
+    def read(name):
+        grey = read_grey(images / name)
+        size = (grey.shape[1], grey.shape[0])
+        if sizes.get(name, size) != size:
+            raise ImageError(f"{images / name}: {size[0]}x{size[1]} pixels, but annotated at "
+                             f"{sizes[name][0]}x{sizes[name][1]} (img_width, img_height of --annotations): its boxes "
+                             f"would not match")
+        return grey
+
+    return ann, read, _load_detector(model)
 
 
 def _annotation_targets(images, out_path):
@@ -544,11 +560,13 @@ def draw_boxes(rgb, boxes):
 @app.command()
 def evaluate(
     images: Path = typer.Option(..., help="Folder holding the annotated images."),
-    annotations: Path = typer.Option(..., help="CSV with a header row and columns image,x,y,w,h[,ignore][,split]: "
-                                               "image names relative to --images; x, y the top-left corner and w, h "
-                                               "the size of a face box in pixels; ignore 0/1 (true/false, yes/no): "
-                                               "a face that counts neither as hit nor miss; empty x,y,w,h: an image "
-                                               "without faces."),
+    annotations: Path = typer.Option(..., help="CSV with a header row and columns "
+                                               "image,x,y,w,h[,ignore][,split][,img_width,img_height]: image names "
+                                               "relative to --images; x, y the top-left corner and w, h the size of a "
+                                               "face box in pixels; ignore 0/1 (true/false, yes/no): a face that "
+                                               "counts neither as hit nor miss; empty x,y,w,h: an image without "
+                                               "faces; img_width, img_height: the image's size when annotated (an "
+                                               "image of another size fails)."),
     model: Optional[Path] = typer.Option(None, help="Model file (default: models/default_detector.npz, or "
                                                     "$FACEDET_MODEL)."),
     split: Optional[str] = typer.Option(None, help="Evaluate only rows of this split (e.g. test)."),
@@ -561,7 +579,7 @@ def evaluate(
 ):
     """Detection rate, false positives and average precision on annotated images."""
     from .evaluate import evaluate_detections, plot_format, plot_precision_recall, plural, rate
-    from .imageio import ImageError, read_grey
+    from .imageio import ImageError
 
     if not 0 < iou <= 1:
         _usage(f"--iou: must be in (0, 1], got {iou}")
@@ -574,7 +592,7 @@ def evaluate(
             _usage(f"--plot {exc}")
     elif os.access(".", os.W_OK | os.X_OK):
         plot = Path("precision_recall.png")
-    ann, det = _annotated_set(images, annotations, split, model)
+    ann, read, det = _annotated_set(images, annotations, split, model)
     if plot is not None:
         _check_not_input(plot, "--plot", {"--images": [images / name for name in ann]})
     dets, failed = {}, 0
@@ -582,7 +600,7 @@ def evaluate(
         task = progress.add_task("detecting", total=len(ann), info="")
         for name in ann:
             try:
-                dets[name] = det.detect(read_grey(images / name), threads=threads)
+                dets[name] = det.detect(read(name), threads=threads)
             except (ImageError, ValueError) as exc:
                 _report("failed", exc if isinstance(exc, ImageError) else f"{name}: {exc}")
                 failed += 1
@@ -616,8 +634,9 @@ def calibrate(
     model: Path = typer.Option(..., help="Trained model to calibrate (e.g. from facedet train or bootstrap)."),
     images: Path = typer.Option(..., help="Folder holding annotated training images (not the ones you will "
                                           "evaluate on)."),
-    annotations: Path = typer.Option(..., help="CSV as for evaluate: image,x,y,w,h[,ignore][,split]; faces "
-                                               "flagged ignore are left out."),
+    annotations: Path = typer.Option(..., help="CSV as for evaluate: "
+                                               "image,x,y,w,h[,ignore][,split][,img_width,img_height]; faces flagged "
+                                               "ignore are left out."),
     out_path: Path = typer.Option(..., "--out", help="Model file to write."),
     split: Optional[str] = typer.Option(None, help="Use only rows of this split (e.g. train)."),
     negatives: Optional[Path] = typer.Option(None, help="Folder of face-free images (subfolders included): their "
@@ -635,13 +654,14 @@ def calibrate(
     import numpy as np
 
     from .bootstrap import calibrate_box, choose_threshold
-    from .imageio import ImageError, read_grey
+    from .evaluate import plural
+    from .imageio import ImageError
 
     if negatives is not None and not operating_point:  # they only count in choosing the operating point
         _usage("--negatives: not used with --box-only (it keeps the model's operating point)")
     _check_output(out_path, "--out")
     _check_not_input(out_path, "--out", {"--model": model, "--annotations": annotations, "--negatives": negatives})
-    ann, det = _annotated_set(images, annotations, split, model)
+    ann, read, det = _annotated_set(images, annotations, split, model)
     _check_not_input(out_path, "--out", {"--images": [images / name for name in ann]})
     items, failed = [], 0
     with _progress() as progress:
@@ -649,7 +669,7 @@ def calibrate(
         for name, (boxes, ignore) in ann.items():
             progress.advance(task)
             try:
-                items.append((read_grey(images / name), boxes[~ignore]))
+                items.append((read(name), boxes[~ignore]))
             except ImageError as exc:
                 _report("failed", exc)
                 failed += 1
@@ -666,7 +686,7 @@ def calibrate(
             _usage(str(exc))
     _write(det.save, out_path)
     dx, dy, scale = det.box
-    out.print(f"box map from {n_faces} faces: dx={dx:+.3f} dy={dy:+.3f} scale={scale:.3f}; threshold "
+    out.print(f"box map from {plural(n_faces, 'face')}: dx={dx:+.3f} dy={dy:+.3f} scale={scale:.3f}; threshold "
               f"{det.threshold:+.2f}, min_neighbors {det.min_neighbors}; wrote {out_path}", markup=False,
               highlight=False)
     raise typer.Exit(1 if failed or nfail else 0)

@@ -127,6 +127,39 @@ def _read_annotations(path, split):
     return out
 
 
+def read_image_sizes(csv_path, split=None) -> dict[str, tuple[int, int]]:
+    """The size each image had when it was annotated, from the optional ``img_width, img_height`` columns of an
+    annotation CSV (as in ``shared/data/scenes_annotated_dlib_voc/boxes.csv``).
+
+    Boxes are in the pixels of that size, so an image read at another size (a resized or rotated copy) cannot be
+    scored against them. ``split`` and image names as in :func:`read_annotations`, which validates the rest of
+    the file. Returns ``{image: (width, height)}`` in pixels, empty if the file lacks either column.
+    Raises ValueError naming the file and line for a size that is not a positive whole number or that differs
+    between rows of one image.
+    """
+    path = Path(csv_path)
+    sizes: dict[str, tuple[int, int]] = {}
+    with open(path, newline="", encoding="utf-8-sig") as f:
+        reader = csv.DictReader(f)
+        reader.fieldnames = [c.strip().lower() for c in (reader.fieldnames or [])]
+        if not {"img_width", "img_height", "image"} <= set(reader.fieldnames):
+            return sizes
+        for row in reader:
+            if split is not None and (row.get("split") or "").strip() != split:
+                continue
+            where = f"{path}, line {reader.line_num}"
+            fields = [(row[c] or "").strip() for c in ("img_width", "img_height")]
+            if not any(fields):
+                continue
+            if not all(v.isdigit() and int(v) > 0 for v in fields):
+                raise ValueError(f"{where}: img_width, img_height must be whole numbers > 0, got {','.join(fields)}")
+            name, size = os.path.normpath(row["image"].strip()), (int(fields[0]), int(fields[1]))
+            if sizes.setdefault(name, size) != size:
+                raise ValueError(f"{where}: {name} is {size[0]}x{size[1]} here but "
+                                 f"{sizes[name][0]}x{sizes[name][1]} on an earlier line")
+    return sizes
+
+
 def match_detections(dets, truth, ignore=None, iou_threshold=0.5) -> dict[str, np.ndarray]:
     """Match the detections of one image to its ground truth (PASCAL VOC / COCO style greedy matching).
 

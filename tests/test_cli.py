@@ -94,6 +94,7 @@ def test_detect_table_and_annotated_output(astro, tmp_path):
     r = runner.invoke(app, ["detect", str(astro), "--out", str(tmp_path / "out")])
     assert r.exit_code == 0, r.output
     assert "astronaut.png" in r.stdout and "512x512" in r.stdout
+    assert f"wrote {tmp_path / 'out' / 'astronaut.faces.png'}" in r.stdout  # people are told where it went too
     img = read_rgb(tmp_path / "out" / "astronaut.faces.png")
     assert img.shape == (512, 512, 3) and not np.array_equal(img, read_rgb(astro))
     r = runner.invoke(app, ["detect", str(astro), "--out", str(tmp_path / "one.jpg"), "--threshold", "1e9"])
@@ -403,13 +404,27 @@ def test_evaluate_reports_what_it_left_out(data_dir, tmp_path):
     # ./name is the same image; a missing image is reported and its faces are named as left out
     name = test[0].split(",")[1]
     csv.write_text("\n".join([rows[0], *test, test[0].replace(name, "./" + name),
-                              "test,missing.jpg,0,0,0,0,20,20"]) + "\n")
+                              "test,missing.jpg,,,0,0,20,20"]) + "\n")
     r = runner.invoke(app, base + ["--annotations", str(csv)])
     assert r.exit_code == 2 and "already on line 2" in r.stderr, r.output
-    csv.write_text("\n".join([rows[0], *test, "test,missing.jpg,0,0,0,0,20,20"]) + "\n")
+    csv.write_text("\n".join([rows[0], *test, "test,missing.jpg,,,0,0,20,20"]) + "\n")
     r = runner.invoke(app, base + ["--annotations", str(csv)])
     assert r.exit_code == 1 and "missing.jpg" in r.stderr
     assert "5 images, 25 faces; 1 unreadable image with 1 face left out" in r.stdout, r.stdout
+    # boxes drawn on an image of another size (img_width, img_height) would not match: that image fails
+    name, n = test[0].split(",")[1], sum(r.split(",")[1] == test[0].split(",")[1] for r in test)
+    resized = [r.split(",") for r in test]
+    for row in resized:
+        if row[1] == name:
+            row[2], row[3] = str(2 * int(row[2])), str(2 * int(row[3]))
+    csv.write_text("\n".join([rows[0], *(",".join(row) for row in resized)]) + "\n")
+    r = runner.invoke(app, base + ["--annotations", str(csv)])
+    assert r.exit_code == 1 and f"{name}: " in r.stderr and "annotated at" in r.stderr, r.output
+    assert f"4 images, {25 - n} faces; 1 unreadable image with {n} face" in r.stdout, r.stdout
+    other = ",".join([*resized[0][:4], "1", *resized[0][5:]])  # a new box of that image, at another size
+    csv.write_text("\n".join([rows[0], *test, other]) + "\n")
+    r = runner.invoke(app, base + ["--annotations", str(csv)])
+    assert r.exit_code == 2 and "on an earlier line" in r.stderr, r.output
 
 
 def test_bad_patch_arrays_and_out_names_are_usage_errors(astro, tmp_path, small_model):

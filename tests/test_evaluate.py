@@ -15,6 +15,7 @@ from facedet.evaluate import (
     match_detections,
     plot_precision_recall,
     read_annotations,
+    read_image_sizes,
     roc_auc,
     roc_curve,
 )
@@ -65,6 +66,19 @@ def test_read_annotations_matches_dlib_xml(boxes_csv):
             np.testing.assert_array_equal(every[name][0], boxes)
     assert len(every) == 9 and sum(len(b) for b, _ in every.values()) == 43
     assert sum(len(b) for b, _ in read_annotations(boxes_csv, split="test").values()) == 25
+
+
+def test_read_image_sizes_are_the_real_images_sizes(boxes_csv, tmp_path):
+    sizes = read_image_sizes(boxes_csv, split="test")
+    assert list(sizes) == list(read_annotations(boxes_csv, split="test"))
+    for name, (w, h) in sizes.items():
+        assert read_rgb(boxes_csv.parent / "images" / name).shape[:2] == (h, w)
+    bad = tmp_path / "b.csv"
+    bad.write_text("image,x,y,w,h,img_width,img_height\na.jpg,1,1,5,5,640,4.5\n")
+    with pytest.raises(ValueError, match="line 2: img_width, img_height must be whole numbers > 0"):
+        read_image_sizes(bad)
+    bad.write_text("image,x,y,w,h\na.jpg,1,1,5,5\n")
+    assert read_image_sizes(bad) == {}
 
 
 def test_read_annotations_ignore_and_faceless_rows(tmp_path):
