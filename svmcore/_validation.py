@@ -142,13 +142,20 @@ INT64_MAX = 2 ** 63 - 1
 
 
 def check_scalar(value, name, *, lo=None, hi=None, lo_open=False, hi_open=False, integer=False):
-    """Return ``value`` as a Python int (integers) or float (other reals) after checking it is a real (or
-    integer) number within the given bounds; numpy scalars of any dtype and other number types (Fraction)
-    reach the solvers, numba's included, as plain numbers."""
+    """Return ``value`` as a Python int (``integer=True``) or float (otherwise, ints included) after checking it is
+    a real (or integer) number within the given bounds; numpy scalars of any dtype and other number types
+    (Fraction) reach the solvers, numba's included, as plain numbers. TypeError for a non-number, ValueError for
+    a value out of bounds or not finite (a real beyond the float range, such as 10**400, included)."""
     kind = numbers.Integral if integer else numbers.Real
     if isinstance(value, bool) or not isinstance(value, kind):
         raise TypeError(f"{name}: expected {'an integer' if integer else 'a real number'}, got {value!r}")
-    value = int(value) if isinstance(value, numbers.Integral) else float(value)
+    if integer:
+        value = int(value)
+    else:  # an int too: numba types 10**20 as no machine integer (a TypingError deep in a solver), 10**400 as nothing
+        try:
+            value = float(value)
+        except OverflowError:
+            raise ValueError(f"{name}: must be finite, got {value!r}") from None
     if isinstance(value, float) and not np.isfinite(value):  # (ints are; np.isfinite refuses 2**64)
         raise ValueError(f"{name}: must be finite, got {value!r}")
     if integer and hi is None and abs(value) > INT64_MAX:  # the solvers' counters and numba take int64

@@ -33,6 +33,7 @@ a table beyond ``TABLE_MAX_BYTES`` is not built, and the same interpolation is c
 """
 from __future__ import annotations
 
+import math
 import numbers
 import warnings
 
@@ -69,7 +70,10 @@ def check_p(p):
     """
     if isinstance(p, bool) or not isinstance(p, numbers.Real):
         raise TypeError(f"p: expected a real number, got {p!r}")
-    p = float(p)
+    try:
+        p = float(p)
+    except OverflowError:  # an int beyond the float range: -10**400 is as good as -inf (the intersection kernel)
+        p = -math.inf if p < 0 else math.inf
     if np.isnan(p):
         raise ValueError("p: must not be NaN")
     if p > 0:
@@ -218,7 +222,7 @@ def regression_weights(u, anchors, p):
     The regression of k(., u) on e(.) fitted at the anchors; k~(q, u) = e(q)^T beta(u). Zeros map to 0.
     """
     E = explanatory_variables(anchors, len(anchors))
-    m = power_mean(np.asarray(u, dtype=np.float64)[..., None], anchors, p)
+    m = power_mean(np.asarray(u, dtype=np.float64)[..., None], anchors, check_p(p))  # (a float: PmSVM keeps p as given)
     return m @ np.linalg.pinv(E).T
 
 

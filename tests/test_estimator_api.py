@@ -269,6 +269,7 @@ def test_failed_pmsvm_refit_keeps_the_old_model(patches):
     (lambda h, a: h["meta"].update(extra_=1.0), r"unknown values \['extra_'\]"),
     (lambda h, a: a.update(probA_=np.zeros(1), probB_=np.zeros(1)), "probA_/probB_ are stored, but probability=False"),
     (lambda h, a: h["params"].update(verbose={"any": "json"}), "verbose: expected a bool"),
+    (lambda h, a: h["params"].update(C=10**400), "C: must be finite"),
 ])
 def test_load_refuses_invalid_state(edit, match, patches, tmp_path, rewrite_model):
     X, y = patches
@@ -369,3 +370,16 @@ def test_every_solver_stopped_at_its_cap_warns_convergence(patches):
                 lambda: svmcore.LinearSVMPlus(max_iter=1).fit(X, X[:, :5], y)):
         with pytest.warns(svmcore.ConvergenceWarning):
             fit()
+
+
+@PMSVM_AT_MAX_ITER
+def test_integer_valued_real_parameters_beyond_int64_reach_the_solvers_as_floats(patches):
+    X, y = patches  # ints of the real hyperparameters were passed on as ints: numba could not type 10**20
+    for make, name in ((svmcore.SVC, "gamma"), (svmcore.SVC, "tol"), (svmcore.OneClassSVM, "tol")):
+        big = make(**{name: 10**20}).fit(X, y).decision_function(X)
+        np.testing.assert_array_equal(big, make(**{name: 1e20}).fit(X, y).decision_function(X))
+    for est in (svmcore.SVC(C=10**400), svmcore.PmSVM(tol=10**400), svmcore.TopKSVM(C=10**400)):
+        with pytest.raises(ValueError, match="must be finite"):  # an OverflowError before
+            est.fit(X, y)
+    np.testing.assert_array_equal(svmcore.PmSVM(p=-10**400, random_state=0).fit(X, y).decision_function(X),
+                                  svmcore.PmSVM(p=-np.inf, random_state=0).fit(X, y).decision_function(X))
