@@ -29,6 +29,7 @@ class BaseEstimator:
 
     _state_arrays: tuple[str, ...] = ()
     _state_meta: tuple[str, ...] = ()
+    _int_arrays: tuple[str, ...] = ("support_", "n_iter_")  # learned arrays of indices or counts; the rest are floats
     _estimator_type: str | None = None
     _sparse_input = True  # whether fit accepts scipy.sparse X (scikit-learn's input tag)
     _pairwise_input = False  # X is a kernel matrix: model selection must slice its rows and columns
@@ -146,9 +147,13 @@ class BaseEstimator:
         self._check_params()
         for k in self._state_arrays:
             a = getattr(self, k)
-            # classes_ may hold strings (str or bytes); everything else is numeric (bool, int, float)
-            if a.dtype.kind not in ("biuf" + ("US" if k == "classes_" else "")):
-                raise ValueError(f"array {k!r} has dtype {a.dtype}; expected numbers")
+            # classes_ may hold any labels (bool, numbers, str or bytes); indices and counts are integers; every
+            # other array is a learned float: a bool or int one (an edited file) would score as another model
+            # or fail in numpy's arithmetic (-bool)
+            kinds = "biufUS" if k == "classes_" else "iu" if k in self._int_arrays else "f"
+            if a.dtype.kind not in kinds:
+                what = "or strings" if k == "classes_" else "(integers)" if kinds == "iu" else "(floats)"
+                raise ValueError(f"array {k!r} has dtype {a.dtype}; expected numbers {what}")
             if a.dtype.kind == "f" and not np.isfinite(a).all():
                 raise ValueError(f"array {k!r} contains NaN or infinity")
         if "classes_" in self._state_arrays:  # what predict indexes: one label per class, each once
@@ -157,10 +162,17 @@ class BaseEstimator:
                 raise ValueError(f"classes_ must be a 1-D array of distinct labels, got shape {c.shape}")
         for k in self._state_meta:
             v = getattr(self, k)
-            if isinstance(v, bool) or not isinstance(v, numbers.Real) or not np.isfinite(v):
+            # (an int is finite; np.isfinite refuses one beyond int64 with a TypeError)
+            if isinstance(v, bool) or not isinstance(v, numbers.Real) or not (isinstance(v, numbers.Integral) or np.isfinite(v)):
                 raise ValueError(f"{k} must be a finite number, got {v!r}")
-            if k.startswith("n_") and not (isinstance(v, numbers.Integral) and v >= 0):  # counts
-                raise ValueError(f"{k} must be a count (an integer >= 0), got {v!r}")
+            if k.startswith("n_"):  # counts
+                if not (isinstance(v, numbers.Integral) and v >= 0):
+                    raise ValueError(f"{k} must be a count (an integer >= 0), got {v!r}")
+            else:  # a learned real: JSON gives an int for 10**30, which numba's kernels cannot type
+                try:
+                    setattr(self, k, float(v))
+                except OverflowError:
+                    raise ValueError(f"{k} must be a finite number, got {v!r}") from None
         if getattr(self, "class_weight", None) is not None and hasattr(self, "classes_"):
             class_sample_weight(self.class_weight, self.classes_, np.zeros(0, dtype=np.int64))  # labels are classes
 

@@ -124,7 +124,7 @@ def read_archive(path, expected_format: str) -> tuple[dict, dict]:
     raw = arrays.pop("__header__")
     try:
         header = json.loads(raw.tobytes().decode("utf-8"), object_hook=_decode)  # (older files: -Infinity)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:  # (deeply nested brackets recurse)
         raise ValueError(f"{path}: model header is not valid JSON ({exc})") from exc
     if not isinstance(header, dict) or header.get("format") != expected_format:
         raise ValueError(f"{path}: not a {expected_format} file (format={header.get('format') if isinstance(header, dict) else None!r})")

@@ -321,6 +321,8 @@ class TopKSVM(ClassifierMixin, BaseEstimator):
         if self.kernel == "linear":
             if self.coef_.shape != (m, d):
                 raise ValueError(f"coef_ has shape {self.coef_.shape}, expected {(m, d)}")
+        elif self.coef_.shape != (m, 0):  # a kernel model has no primal weights
+            raise ValueError(f"coef_ has shape {self.coef_.shape}, expected {(m, 0)} for the {self.kernel} kernel")
         elif self.dual_coef_.shape != (n_sv, m) or self.support_.ndim != 1:
             raise ValueError(f"dual_coef_ has shape {self.dual_coef_.shape}, expected {(n_sv, m)}")
         if self.kernel == "rbf" and self.support_vectors_.shape != (n_sv, d):

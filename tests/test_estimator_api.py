@@ -269,6 +269,10 @@ def test_failed_pmsvm_refit_keeps_the_old_model(patches):
     (lambda h, a: h["meta"].update(extra_=1.0), r"unknown values \['extra_'\]"),
     (lambda h, a: a.update(probA_=np.zeros(1), probB_=np.zeros(1)), "probA_/probB_ are stored, but probability=False"),
     (lambda h, a: h["params"].update(verbose={"any": "json"}), "verbose: expected a bool"),
+    # learned floats stored as bool or int (an edited file) scored as another model, or failed in numpy (-bool)
+    (lambda h, a: a.update(dual_coef_=a["dual_coef_"] > 0), r"'dual_coef_' has dtype bool; expected numbers \(floats"),
+    (lambda h, a: a.update(intercept_=a["intercept_"].astype(np.int64)), r"'intercept_' .* \(floats\)"),
+    (lambda h, a: h["meta"].update(objective_=10**400), "objective_ must be a finite number"),  # np.isfinite: TypeError
     (lambda h, a: h["params"].update(C=10**400), "C: must be finite"),
 ])
 def test_load_refuses_invalid_state(edit, match, patches, tmp_path, rewrite_model):
@@ -370,6 +374,24 @@ def test_every_solver_stopped_at_its_cap_warns_convergence(patches):
                 lambda: svmcore.LinearSVMPlus(max_iter=1).fit(X, X[:, :5], y)):
         with pytest.warns(svmcore.ConvergenceWarning):
             fit()
+
+
+def test_corrupt_headers_and_arrays_of_every_kind_are_refused_with_value_error(patches, tmp_path, rewrite_model):
+    X, y = patches
+    path = svmcore.SVC(kernel="linear").fit(X, y).save(tmp_path / "m.npz")
+    with np.load(path) as z:
+        arrays = {k: z[k] for k in z.files if k != "__header__"}
+    np.savez(tmp_path / "nested.npz", __header__=np.frombuffer(b"[" * 100000 + b"]" * 100000, np.uint8), **arrays)
+    with pytest.raises(ValueError, match="not valid JSON"):  # was a RecursionError from json
+        svmcore.load(tmp_path / "nested.npz")
+    # a learned real stored as a JSON int: a float again, which numba's kernels can type (a TypingError before)
+    m = svmcore.OneClassSVM(kernel="rbf", gamma=0.1).fit(X)
+    big = rewrite_model(m.save(tmp_path / "oc.npz"), tmp_path / "big.npz", lambda h, a: h["meta"].update(gamma_=10**30))
+    assert isinstance(svmcore.load(big).gamma_, float) and svmcore.load(big).predict(X).shape == (len(X),)
+    t = svmcore.TopKSVM(kernel="rbf", random_state=0).fit(X[:60], y[:60])  # a kernel model has no primal weights
+    bad = rewrite_model(t.save(tmp_path / "t.npz"), tmp_path / "tbad.npz", lambda h, a: a.update(coef_=np.ones((2, 7))))
+    with pytest.raises(ValueError, match=r"coef_ has shape \(2, 7\), expected \(2, 0\)"):
+        svmcore.load(bad)
 
 
 @PMSVM_AT_MAX_ITER
