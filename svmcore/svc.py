@@ -157,6 +157,10 @@ class _KernelSVM(BaseEstimator):
         out = np.empty((X.shape[0], coef.shape[1]))
         for s in range(0, X.shape[0], _DECISION_CHUNK):  # one kernel block serves all the binary models
             out[s:s + _DECISION_CHUNK] = kernel_block(X[s:s + _DECISION_CHUNK], self.support_vectors_, spec) @ coef
+        if np.isnan(out).any():  # X and the model are finite: kernel values overflowed (inf - inf); predict would
+            # read NaN as "not > 0", a silent class
+            raise ValueError(f"X: the {spec.kind} kernel values on these features overflow (NaN decision values); "
+                             "scale X as the training data were")
         return out + self.intercept_
 
     def decision_function(self, X):
@@ -164,7 +168,8 @@ class _KernelSVM(BaseEstimator):
 
         X: (n, n_features_in_) array or CSR matrix; for kernel="precomputed", (n, n_train) kernel
         values against the training samples. Raises :class:`svmcore.NotFittedError` before fit and
-        ValueError for a wrong number of features, NaN or inf.
+        ValueError for a wrong number of features, NaN or inf, or kernel values that overflow (a poly kernel on
+        features far larger than the training data's).
         """
         return self._pairwise_decision(X)[:, 0]
 

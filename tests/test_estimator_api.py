@@ -405,3 +405,16 @@ def test_integer_valued_real_parameters_beyond_int64_reach_the_solvers_as_floats
             est.fit(X, y)
     np.testing.assert_array_equal(svmcore.PmSVM(p=-10**400, random_state=0).fit(X, y).decision_function(X),
                                   svmcore.PmSVM(p=-np.inf, random_state=0).fit(X, y).decision_function(X))
+
+
+def test_kernel_overflow_at_prediction_is_an_error_not_a_silent_class(patches):
+    X, y = patches  # poly values of inf - inf gave NaN decision values, which predict read as classes_[0]
+    big = (X[:5] - X.mean(axis=0)) * 1e200  # products of both signs: inf - inf
+    for m in (svmcore.SVC(kernel="poly", degree=3, probability=True, random_state=0).fit(X, y),
+              svmcore.OneClassSVM(kernel="poly", degree=3).fit(X)):
+        for method in ("decision_function", "predict", "predict_proba"):
+            if hasattr(m, method):
+                with warnings.catch_warnings(), pytest.raises(ValueError, match="kernel values on these features overflow"):
+                    warnings.simplefilter("ignore", RuntimeWarning)
+                    getattr(m, method)(big)
+        assert m.predict(X[:5]).shape == (5,)
