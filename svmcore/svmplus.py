@@ -175,11 +175,16 @@ def correcting_gram(K_star_aug, C, gamma):
     Computed as the equal form G = (gamma I + C K~*)^-1 K~* by one Cholesky factorisation of the
     positive definite gamma I + C K~* (eigenvalues >= gamma) and a triangular solve: no explicit
     inverse, and no I - (...) cancellation, which would lose all digits of G where C lam << gamma.
+    ValueError if C / gamma is so large that the factorisation fails in floating point.
     """
     A = C * K_star_aug
     A[np.diag_indices_from(A)] += gamma
-    G = scipy.linalg.cho_solve(scipy.linalg.cho_factor(A, lower=True, overwrite_a=True, check_finite=False),
-                               K_star_aug, check_finite=False)
+    try:
+        factor = scipy.linalg.cho_factor(A, lower=True, overwrite_a=True, check_finite=False)
+    except np.linalg.LinAlgError:  # rounding of C K~* (about C max|K~*| eps) swamps gamma: C / gamma near 1e15
+        raise ValueError(f"C / gamma = {C / gamma:.3g} is too large: gamma I + C (K* + 1) is not positive definite "
+                         "in floating point; lower C or raise gamma") from None
+    G = scipy.linalg.cho_solve(factor, K_star_aug, check_finite=False)
     return 0.5 * (G + G.T)
 
 
@@ -286,8 +291,9 @@ class KernelSVMPlus(_Classifier, BaseEstimator):
         """Train on X (n, d) and privileged X_star (n, d*), float arrays or scipy.sparse; y (n,) two classes.
 
         Raises ValueError for mismatched rows, NaN/inf, kernel values that overflow (features too large), a
-        single class, C <= 0, gamma <= 0, tol <= 0, an unknown kernel or a kernel width <= 0; TypeError for
-        non-numeric input. Returns self; a failed fit leaves an earlier fit's model unchanged.
+        single class, C <= 0, gamma <= 0, C / gamma too large to factorise (about 1e15), tol <= 0, an unknown
+        kernel or a kernel width <= 0; TypeError for non-numeric input. Returns self; a failed fit leaves an earlier
+        fit's model unchanged.
         """
         self._check_params()
         X, Z, classes, ys = _check_fit_input(X, X_star, y)
