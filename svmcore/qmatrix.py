@@ -115,7 +115,7 @@ class KernelQ:
                              remedy="rescale the features (e.g. to [0, 1]) or lower degree / gamma")
         exact = spec.kind == "rbf" and (sp.issparse(X) or spec.gamma * self.sq.max(initial=0.0) > RBF_FLOAT32_MAX)
         self.X = X if exact else X.astype(np.float32)
-        self._active_len = -1
+        self._active_key = None  # the row set _X_active was cut for
 
     def rho_shift(self, alpha, X):
         """What rho of the uncentred problem adds to the solver's: <mean, w> with w = sum_i alpha_i y_i x_i
@@ -126,12 +126,16 @@ class KernelQ:
 
     def rows(self, idx, active):
         """Q[idx][:, active] as a (len(idx), len(active)) float32 array; ``active`` increasing indices."""
-        if len(active) != self._active_len:  # the active set only shrinks between resets: length is its key
+        key = self._active_key
+        # keyed by the rows themselves, not their number: the solver also asks for the rows of the shrunk
+        # variables (their gradient reconstruction), whose count can equal an earlier active set's, and the
+        # stale rows then gave wrong kernel values and a wrong solution (O(n) to compare; a block costs O(n d))
+        if key is None or len(key) != len(active) or not np.array_equal(key, active):
             full = len(active) == self.n
             self._X_active = self.X if full else self.X[active]
             self._sq_active = self.sq if full else self.sq[active]
             self._y_active = None if self.y is None else self.y[active]
-            self._active_len = len(active)
+            self._active_key = np.array(active)  # a copy: the caller may reuse its array
         out = np.empty((len(idx), len(active)), dtype=np.float32)
         kernel_block(self.X[idx], self._X_active, self.spec, self.sq[idx], self._sq_active, out=out)
         if self.y is not None:
@@ -140,8 +144,8 @@ class KernelQ:
         return out
 
     def reset(self):
-        """Invalidate the cached active-set arrays (called when the solver unshrinks)."""
-        self._active_len = -1
+        """Drop the cached active-set arrays (called when the solver unshrinks; :meth:`rows` checks its key anyway)."""
+        self._active_key = None
 
 
 class PrecomputedQ:
