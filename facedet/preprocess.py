@@ -83,7 +83,9 @@ def check_levels(w, name="windows"):
     not all within [0, 1] (such pixels would round to one level)."""
     if w.dtype.kind in "biu" and w.dtype.itemsize <= 2 or not w.size:
         return  # 8- and 16-bit integers are grey levels by construction (the scan's hot path is uint8)
-    top = np.abs(w).max()
+    # from the extremes as Python numbers: np.abs of a signed integer's minimum (-2**31, -2**63) wraps to itself,
+    # which passed the check and made the counting sort index out of bounds (a segfault)
+    top = max(abs(w.max().item()), abs(w.min().item()))
     if top > MAX_LEVEL:
         raise ValueError(f"{name}: values must be grey levels (0..255, at most {MAX_LEVEL}), got up to {top:.3g}")
     if w.dtype.kind == "f" and 0 < top <= 1.0:

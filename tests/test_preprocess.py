@@ -98,6 +98,18 @@ def test_bad_input(bad, exc):
         preprocess(bad)
 
 
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+def test_signed_integer_minimum_is_refused_not_a_crash(dtype):
+    # np.abs(-2**31) is -2**31: the level check passed it and the counting sort wrote out of bounds (segfault)
+    w = np.zeros((1, 19, 19), dtype)
+    w[0, 9, 9] = np.iinfo(dtype).min
+    for mask in (True, False):
+        with pytest.raises(ValueError, match="grey levels"):
+            preprocess(w, mask=mask)
+    w[0, 9, 9] = -65535  # the most negative 16-bit level stays accepted
+    assert np.isfinite(preprocess(w)).all()
+
+
 def test_plane_step_alone_checks_its_rows():
     with pytest.raises(ValueError, match="283"):
         subtract_plane(np.zeros((2, 100)))
