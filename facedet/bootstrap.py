@@ -84,10 +84,13 @@ def mine_negatives(detector, images, max_per_image=300, callback=None):
 
     Every window above the threshold is a false positive. The scan stays on the stride grid (no ``refine``):
     off-grid false positives are near-copies of grid ones, and refining around the thousands of windows an
-    early-round detector accepts would make it a full stride-1 scan. Returns (windows (n, 19, 19) uint8: at most
+    early-round detector accepts would make it a full stride-1 scan. ValueError/TypeError unless max_per_image is
+    an integer >= 0. Returns (windows (n, 19, 19) uint8: at most
     ``max_per_image`` of the highest-scoring ones per image, so one texture cannot flood the training set;
     false-positive windows per image (m,); false-positive detections per image after merging (m,)).
     """
+    # a negative count sliced off the lowest windows silently ([:-1]); a float one failed only after the first scan
+    check_scalar(max_per_image, "max_per_image", lo=0, integer=True)
     found, n_windows, n_dets = [], [], []
     detector = detector.with_params(refine=None)
     for i, g in enumerate(images):
@@ -125,7 +128,8 @@ def bootstrap(detector, negative_images, rounds, *, features=None, labels=None, 
     ``svm_params``) is refitted on the set plus every false positive so far. Returns (final detector, features, labels, list of
     :class:`Round`); round 0 is the starting detector. Raises ValueError without a training set for a
     classifier that has no support vectors, for rounds < 0, for features without labels, for rows that do not
-    match the detector's features, and for weights that do not match the rows (all before any scanning).
+    match the detector's features, labels other than 0/1, non-finite rows, a max_per_image that is not an
+    integer >= 0, and for weights that do not match the rows (all before any scanning).
     """
     check_scalar(rounds, "rounds", lo=0, integer=True)
     negative_images = [as_grey(g) for g in negative_images]
@@ -144,6 +148,11 @@ def bootstrap(detector, negative_images, rounds, *, features=None, labels=None, 
     if features.ndim != 2 or features.shape[1] != width or labels.shape != (len(features),):
         raise ValueError(f"bootstrap: expected features (n, {width}) and labels (n,), got {features.shape} and "
                          f"{labels.shape}")
+    # else the refit after the first scan fails (NaN rows), or learns a third class beside the mined 0s
+    if not np.isin(labels, (0, 1)).all():
+        raise ValueError(f"bootstrap: labels must be 0 (non-face) or 1 (face), got values {np.unique(labels)[:5]}")
+    if features.dtype.kind not in "biuf" or not np.isfinite(features).all():
+        raise ValueError("bootstrap: features must be finite real numbers")
     if sample_weight is not None:
         sample_weight = np.asarray(sample_weight, dtype=np.float64)
         if sample_weight.shape != (len(labels),):

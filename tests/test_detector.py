@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 from facedet import Detector, load_default
-from facedet.bootstrap import (best_windows, bootstrap, calibrate_box, choose_threshold, train_detector,
-                               training_set)
+from facedet.bootstrap import (best_windows, bootstrap, calibrate_box, choose_threshold, mine_negatives,
+                               train_detector, training_set)
 from facedet.detector import as_grey
 from facedet.evaluate import iou, read_annotations
 from facedet.imageio import read_grey, read_rgb
@@ -164,6 +164,25 @@ def test_training_helpers_refuse_bad_input_before_any_work(small, negatives):
         choose_threshold(det, [])
     with pytest.raises(ValueError, match="no annotated face"):
         choose_threshold(det, [(negatives[0], np.zeros((0, 4)))])
+
+
+def test_bootstrap_refuses_bad_labels_rows_and_counts_before_scanning(negatives, monkeypatch):
+    # labels of 2, NaN rows or a float max_per_image failed only in the refit after a round of scanning; a
+    # negative max_per_image silently dropped the lowest false positives ([:-1])
+    det = load_default()
+    F = det.classifier.support_vectors_[:20]
+    labels = np.r_[np.ones(10, np.int64), np.zeros(10, np.int64)]
+    with monkeypatch.context() as m:
+        m.setattr(Detector, "scan_windows", lambda *a, **k: pytest.fail("scanned before the checks"))
+        for kw, match in (({"labels": labels * 2}, "labels must be 0"), ({"features": F * np.nan}, "finite"),
+                          ({"max_per_image": -1}, "max_per_image"), ({"max_per_image": 2.5}, "max_per_image")):
+            with pytest.raises((ValueError, TypeError), match=match):
+                bootstrap(det, negatives[:1], 1, **{"features": F, "labels": labels, **kw})
+    with pytest.raises(ValueError, match="max_per_image"):
+        mine_negatives(det, negatives[:1], max_per_image=-1)
+    low = det.with_params(threshold=-1.0)
+    win, n_win, _ = mine_negatives(low, negatives[:1], max_per_image=0)
+    assert len(win) == 0 and n_win[0] > 0
 
 
 def test_bootstrap_rounds_reduce_false_positives(small, negatives):
