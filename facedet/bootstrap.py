@@ -40,11 +40,22 @@ def fit_svm(features, y, callback=None, sample_weight=None, **svm_params):
 def fit_prefilter(X, y, negative_images=(), augmentation=None, n_random=1000, recall=0.999, n_stages=8, seed=0):
     """Cascade prefilter on the faces (augmented like the SVM's: ``augment(**augmentation)``, default mirror)
     vs. the non-faces plus ``n_random`` random windows per face-free image (grey arrays); see
-    :meth:`facedet.scoring.Prefilter.fit`. recall is per stage, on the augmented training faces."""
+    :meth:`facedet.scoring.Prefilter.fit`. recall is per stage, on the augmented training faces. Raises
+    ValueError for windows and labels as :func:`training_set` refuses them."""
+    # labels of another coding (-1/1) or a list would select no non-faces here, silently or with a baffling shape
+    X, y = _check_patches(X, y)
     rng = np.random.default_rng(seed)
     faces = augment(X[y == 1], **{"mirror": True, "shifts": 0, **(augmentation or {})})
     negs = [X[y == 0]] + [sample_windows(as_grey(g), n_random, rng) for g in negative_images]
     return Prefilter.fit(faces, np.concatenate(negs), recall=recall, n_stages=n_stages)
+
+
+def _check_patches(X, y):
+    """(X, y) as arrays; ValueError unless windows (n, ...) come with labels (n,) in {0, 1}."""
+    X, y = np.asarray(X), np.asarray(y)
+    if X.ndim != 3 or y.ndim != 1 or len(X) != len(y) or not np.isin(y, (0, 1)).all():
+        raise ValueError(f"expected windows (n, 19, 19) and labels (n,) in {{0, 1}}, got {X.shape}, {y.shape}")
+    return X, y
 
 
 def training_set(X, y, augmentation=None, features="osuna"):
@@ -52,9 +63,7 @@ def training_set(X, y, augmentation=None, features="osuna"):
     by ``facedet.patches.augment(**augmentation)`` (default: mirror images only), then the window features
     ``features`` (a name in :data:`facedet.features.FEATURES`). Raises ValueError for bad shapes, labels
     other than 0/1, or a set without both faces and non-faces."""
-    X, y = np.asarray(X), np.asarray(y)
-    if X.ndim != 3 or y.ndim != 1 or len(X) != len(y) or not np.isin(y, (0, 1)).all():
-        raise ValueError(f"expected windows (n, 19, 19) and labels (n,) in {{0, 1}}, got {X.shape}, {y.shape}")
+    X, y = _check_patches(X, y)
     check_both_classes(y)
     faces = augment(X[y == 1], **{"mirror": True, "shifts": 0, **(augmentation or {})})
     nonfaces = X[y == 0]

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 from facedet import Detector, load_default
-from facedet.bootstrap import (best_windows, bootstrap, calibrate_box, choose_threshold, mine_negatives,
-                               train_detector, training_set)
+from facedet.bootstrap import (best_windows, bootstrap, calibrate_box, choose_threshold, fit_prefilter,
+                               mine_negatives, train_detector, training_set)
 from facedet.detector import as_grey
 from facedet.evaluate import iou, read_annotations
 from facedet.imageio import read_grey, read_rgb
@@ -183,6 +183,18 @@ def test_bootstrap_refuses_bad_labels_rows_and_counts_before_scanning(negatives,
     low = det.with_params(threshold=-1.0)
     win, n_win, _ = mine_negatives(low, negatives[:1], max_per_image=0)
     assert len(win) == 0 and n_win[0] > 0
+
+
+def test_fit_prefilter_checks_windows_and_labels(data_dir, negatives):
+    # -1/1 labels selected no non-face patches (the prefilter was fitted on random scene windows alone, silently);
+    # a list of labels selected nothing at all; a short one was an IndexError
+    d = np.load(data_dir / "cbcl_face_db1" / "cbcl_face_db1_19x19_uint8.npz")
+    X, y = d["X_train"][np.r_[0:30, 3000:3030]], np.r_[np.ones(30, np.int64), np.zeros(30, np.int64)]
+    for bad in (np.where(y == 1, 1, -1), y[:-1], y[:, None]):
+        with pytest.raises(ValueError, match="labels"):
+            fit_prefilter(X, bad, negatives[:1], n_random=50)
+    a, b = fit_prefilter(X, y, n_random=0), fit_prefilter(X, list(y), n_random=0)
+    np.testing.assert_array_equal(a.weights, b.weights)
 
 
 def test_bootstrap_rounds_reduce_false_positives(small, negatives):
