@@ -248,18 +248,32 @@ def choose_threshold(detector, items, candidates=np.round(np.arange(-1.0, 1.01, 
     tell the thresholds apart, and the negative images, bootstrapped on, under-count the false positives of
     new images, so the surest point is taken. Images without faces (truth (0, 4)) only add false positives.
     Returns (detector, rows (threshold, min_neighbors, hits, false positives)). Each image is scanned once,
-    at the lowest candidate threshold (the scan's ``refine`` does not depend on it)."""
-    from .evaluate import match_detections
+    at the lowest candidate threshold (the scan's ``refine`` does not depend on it). items: an iterable of
+    (image, truth boxes (m, 4) xywh). Raises ValueError, before any scan, for no images or no faces, a truth
+    box that is not finite with width and height > 0, no candidates or a non-finite one, and no neighbors
+    or one that is not an integer >= 1."""
+    from .evaluate import _check_truth, match_detections
 
-    if not len(items):
+    # all checked before the scans: an empty or NaN candidate list, neighbors (0,) or a zero-width face box
+    # failed (or gave NaN rows, or a face no detection can match) only after every image was scanned
+    items = [(img, np.asarray(t, float).reshape(-1, 4)) for img, t in items]  # (any iterable, not only a list)
+    if not items:
         raise ValueError("choose_threshold: no annotated images")
-    candidates = np.sort(np.asarray(candidates, dtype=np.float64))
-    low = detector.with_params(threshold=float(candidates[0]))
-    raw = [(low.scan_windows(g), t) for g, t in ((as_grey(img), np.asarray(t, float).reshape(-1, 4))
-                                                 for img, t in items)]
-    n_truth = sum(len(t) for _, t in raw)
-    if n_truth == 0:
+    for k, (_, t) in enumerate(items):
+        _check_truth((t, None), f"choose_threshold: truth boxes of image {k}")
+    if sum(len(t) for _, t in items) == 0:
         raise ValueError("choose_threshold: the images hold no annotated face")
+    candidates = np.sort(np.asarray(candidates, dtype=np.float64).ravel())
+    if not len(candidates) or not np.isfinite(candidates).all():
+        raise ValueError(f"choose_threshold: candidates must be finite thresholds, at least one, got {candidates}")
+    neighbors = tuple(neighbors)
+    if not neighbors:
+        raise ValueError("choose_threshold: neighbors must hold at least one min_neighbors value")
+    for nb in neighbors:
+        check_scalar(nb, "neighbors", lo=1, integer=True)
+    low = detector.with_params(threshold=float(candidates[0]))
+    raw = [(low.scan_windows(as_grey(img)), t) for img, t in items]
+    n_truth = sum(len(t) for _, t in raw)
     rows = []
     for th in candidates:
         for nb in neighbors:

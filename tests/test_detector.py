@@ -255,6 +255,24 @@ def test_choose_threshold_maximises_f1(small, data_dir, negatives):
     assert chosen.sum() == 1 and f1[chosen][0] == f1.max()
 
 
+def test_choose_threshold_checks_its_arguments_before_scanning(astro_path, monkeypatch):
+    # empty or NaN candidates, neighbors () or (0,), a zero-width face box: an IndexError, a numpy reduction
+    # error, NaN rows or an unmatchable face, each only after every image was scanned
+    det, img = load_default(), read_grey(astro_path)[40:240, 120:320]
+    face = ASTRONAUT_FACE - [120, 40, 0, 0]
+    with monkeypatch.context() as m:
+        m.setattr(Detector, "scan_windows", lambda *a, **k: pytest.fail("scanned before the checks"))
+        for kw, match in (({"candidates": []}, "candidates"), ({"candidates": [np.nan, 1.0]}, "candidates"),
+                          ({"neighbors": ()}, "neighbors"), ({"neighbors": (1, 0)}, "neighbors"),
+                          ({"items": [(img, [[100, 50, 0, 86]])]}, "width and height"),
+                          ({"items": [(img, [[np.nan, 50, 86, 86]])]}, "NaN")):
+            with pytest.raises(ValueError, match=match):
+                choose_threshold(det, **{"items": [(img, face)], **kw})
+    rows = choose_threshold(det, [(img, face)], candidates=[1.0, 2.0], neighbors=(1,))[1]
+    assert choose_threshold(det, ((i, t) for i, t in [(img, face)]), candidates=[1.0, 2.0], neighbors=(1,))[1] == rows
+    assert rows[0][2] == 1  # the face is found
+
+
 def test_plateau_top():
     from facedet.bootstrap import plateau_top
     f1 = np.array([[0.5, 0.6], [0.8, 0.8], [0.8, 0.8], [0.7, 0.8], [0.8, 0.8], [0.8, 0.7]])
