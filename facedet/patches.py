@@ -29,12 +29,22 @@ _NONFACE_NAMES = ("non-face", "nonface", "non-faces", "nonfaces", "non_face")
 
 
 def to_window(grey):
-    """Resize a grey (h, w) uint8 image to a 19x19 uint8 window (INTER_AREA when shrinking)."""
-    grey = np.asarray(grey)
+    """Resize a grey (h, w) uint8 image to a 19x19 uint8 window (INTER_AREA when shrinking). Raises ValueError
+    for another shape or an empty image, TypeError for another dtype."""
+    grey = _check_grey(grey, "to_window")
     if grey.shape == (WINDOW, WINDOW):
         return grey.astype(np.uint8, copy=False)
     shrink = grey.shape[0] >= WINDOW and grey.shape[1] >= WINDOW
     return cv2.resize(grey, (WINDOW, WINDOW), interpolation=cv2.INTER_AREA if shrink else cv2.INTER_LINEAR)
+
+
+def _check_grey(grey, name, empty_ok=False):
+    grey = np.asarray(grey)
+    if grey.ndim != 2 or (grey.size == 0 and not empty_ok):
+        raise ValueError(f"{name}: expected a grey (h, w) image with h, w >= 1, got shape {grey.shape}")
+    if grey.dtype != np.uint8:  # a (19, 19) float was cast (300 -> 44, [0, 1] -> 0), other sizes stayed float
+        raise TypeError(f"{name}: expected uint8 grey levels, got dtype {grey.dtype}")
+    return grey
 
 
 def image_files(folder, recursive=False):
@@ -221,9 +231,12 @@ def sample_windows(grey, n, rng, min_window=WINDOW):
     """``n`` random square windows of a face-free grey image, each resized to 19x19: (n, 19, 19) uint8.
 
     Sizes are drawn log-uniformly between ``min_window`` and the image's shorter side. Raises ValueError for
-    n < 0.
+    n < 0, min_window < 1 (or not finite) or an image that is not (h, w) (an empty one gives no windows);
+    TypeError if it is not uint8.
     """
     check_scalar(n, "n", lo=0, integer=True)
+    check_scalar(min_window, "min_window", lo=1)  # below 1 px: log(0) and empty crops deep in numpy / OpenCV
+    grey = _check_grey(grey, "sample_windows", empty_ok=True)  # an empty image has no windows
     H, W = grey.shape
     top = min(H, W)
     if top < min_window or n == 0:

@@ -103,6 +103,24 @@ def test_sample_windows_from_face_free_image(data_dir):
     assert to_window(g).shape == (19, 19)
 
 
+def test_to_window_and_sample_windows_take_uint8_grey_only(data_dir):
+    # a (19, 19) float was cast as is (300 -> 44, [0, 1] -> 0) and other sizes came back float64; int64, bool
+    # and empty images, and min_window 0, failed inside OpenCV or numpy
+    g = read_grey(data_dir / "nonface_scenes" / "skimage" / "coffee.png")
+    for bad, exc in ((np.full((19, 19), 0.5), TypeError), (g.astype(float), TypeError),
+                     (g.astype(np.int64), TypeError), (g > 9, TypeError),
+                     (np.zeros((0, 0), np.uint8), ValueError), (np.zeros((30, 30, 3), np.uint8), ValueError)):
+        with pytest.raises(exc, match="to_window"):
+            to_window(bad)
+    with pytest.raises(TypeError, match="sample_windows"):
+        sample_windows(g.astype(float), 3, np.random.default_rng(0))
+    for m in (0, -5, np.nan):
+        with pytest.raises(ValueError, match="min_window"):
+            sample_windows(g, 3, np.random.default_rng(0), min_window=m)
+    assert sample_windows(g[:0], 3, np.random.default_rng(0)).shape == (0, 19, 19)
+    assert sample_windows(g, 3, np.random.default_rng(0), min_window=1).shape == (3, 19, 19)
+
+
 def test_warp_zooms_and_rotates_about_the_centre():
     # a linear ramp: zooming by z about the centre c maps value v(x) = x to c + (x - c) / z, exactly
     # (bilinear interpolation is exact on a linear ramp) away from the replicated border
