@@ -61,9 +61,14 @@ def prefilter_map(level, prefilter, stride=1):
 
     Returns (score, norm), both (ceil((h-18)/stride), ceil((w-18)/stride)) float64 ((h-18, w-18) for stride 1);
     score equals ``prefilter.scores(windows)[:, 0]`` of the windows there. Flat windows (residual RMS below
-    MIN_CONTRAST grey levels) get score -inf.
+    MIN_CONTRAST grey levels) get score -inf. Raises ValueError for a level that is not 2-D or smaller than
+    19x19, or a stride that is not an integer >= 1 (TypeError for a non-number).
     """
     L = np.ascontiguousarray(level, dtype=np.float32)
+    # else OpenCV's assertion on the template size, or a ZeroDivisionError inside numba for stride 0
+    if L.ndim != 2 or min(L.shape) < WINDOW:
+        raise ValueError(f"prefilter_map: expected a 2-D level of at least {WINDOW}x{WINDOW}, got shape {L.shape}")
+    check_scalar(stride, "stride", lo=1, integer=True)
     corr = cv2.matchTemplate(L, prefilter.weights[0].astype(np.float32), cv2.TM_CCORR)
     return _stage0(L, corr, stride, MIN_CONTRAST ** 2 * _N)
 

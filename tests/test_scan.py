@@ -117,6 +117,17 @@ def test_prefilter_map_stride_is_the_subsampled_map(astro, prefilter, stride):
         np.testing.assert_array_equal(a, b[::stride, ::stride])
 
 
+def test_prefilter_map_refuses_small_levels_and_bad_strides(astro, prefilter):
+    # were OpenCV's template assertion and a ZeroDivisionError inside numba
+    for level in (astro[:18, :40], astro[:40, :18], astro[None, :40, :40]):
+        with pytest.raises(ValueError, match="prefilter_map"):
+            prefilter_map(level, prefilter)
+    for stride in (0, -1):
+        with pytest.raises(ValueError, match="stride"):
+            prefilter_map(astro[:40, :40], prefilter, stride)
+    assert prefilter_map(astro[:19, :19], prefilter)[0].shape == (1, 1)
+
+
 def test_dense_stage1_screen_within_margin(astro):
     # scan drops windows whose dense (correlation) stage-1 score is _MARGIN below the threshold: the
     # correlation must agree with the exact stage score far within that margin (shipped 8-stage cascade)
