@@ -490,6 +490,13 @@ class OneClassSVM(_KernelSVM):
         return self
 
     @property
+    def n_support_(self):
+        """[number of support vectors], (1,) int64, as scikit-learn's OneClassSVM gives it. Raises
+        :class:`svmcore.NotFittedError` before fit."""
+        check_fitted(self, "support_")
+        return np.array([len(self.support_)], dtype=np.int64)
+
+    @property
     def offset_(self):
         """rho (float): decision_function = score_samples - offset_. Raises :class:`svmcore.NotFittedError` (also
         an AttributeError: ``hasattr`` is False) before fit."""

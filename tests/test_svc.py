@@ -328,6 +328,7 @@ def test_one_class_matches_libsvm(cbcl_small, weighted):
         g = ref.decision_function(Xt)
         assert np.abs(ours.decision_function(Xt) - g).max() <= 1e-3 * np.abs(g).max()
         assert np.mean(ours.predict(Xt) == ref.predict(Xt)) > 0.99
+        assert ours.n_support_.dtype == np.int64 and abs(ours.n_support_[0] - ref.n_support_[0]) <= 2
 
 
 def test_progress_callback_and_max_iter(cbcl_small):
