@@ -117,7 +117,7 @@ class KernelQ:
             # |K_ij| <= sqrt(K_ii K_jj): a diagonal within float32 keeps every float32 column finite; else SMO
             # would run on inf and NaN
             check_finite_fit(self.diagonal.astype(np.float32), what=f"the {spec.kind} kernel values on these features",
-                             remedy="rescale the features (e.g. to [0, 1]) or lower degree / gamma")
+                             remedy="rescale the features (e.g. to [0, 1]) or lower degree / gamma / |coef0|")
         exact = spec.kind != "rbf" or sp.issparse(X) or spec.gamma * self.sq.max(initial=0.0) > RBF_FLOAT32_MAX
         self.X = X.astype(np.float64, copy=False) if exact else X.astype(np.float32)
         self._active_key = None  # the row set _X_active was cut for

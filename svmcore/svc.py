@@ -107,7 +107,7 @@ class _KernelSVM(BaseEstimator):
         intercept (n_models,), results: one solver result per model. ValueError, before anything is stored, if
         the solution is not finite (kernel values that overflow, e.g. a high-degree poly on large features)."""
         check_finite_fit(coef, intercept, what=f"the {spec.kind} kernel values on these features",
-                         remedy="rescale the features (e.g. to [0, 1]) or lower degree / gamma")
+                         remedy="rescale the features (e.g. to [0, 1]) or lower degree / gamma / |coef0|")
         support = np.flatnonzero(np.any(coef != 0, axis=0))
         self.support_ = support.astype(np.int64)
         if spec.kind == "precomputed":
