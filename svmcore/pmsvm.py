@@ -363,6 +363,9 @@ def lut_decision(X, table, x_max, intercept):
     out = np.empty((X.shape[0], table.shape[0]))
     if sp.issparse(X):
         X = sp.csr_matrix(X)
+        if not X.has_canonical_format:  # duplicate entries count summed, as scipy and decision_function read them
+            X = X.copy()
+            X.sum_duplicates()
         _lut_csr(X.indptr, X.indices, X.data, table, inv_step, intercept, out)
     else:
         X = np.ascontiguousarray(X)
@@ -943,6 +946,11 @@ class PmSVM(ClassifierMixin, BaseEstimator):
             x_max = X.max(axis=0).astype(np.float64)
         if not nnz:
             raise ValueError("X: all features are zero; nothing to learn")
+        kept = row_weight > 0
+        if not kept.all():  # rows of weight 0 are left out: they set no feature's unit either
+            Xk = X[kept]
+            x_max = (_column_max(Xk.indices, Xk.data, d) if sp.issparse(Xk) else
+                     Xk.max(axis=0).astype(np.float64))
         x_max[x_max <= 0] = 1.0
         dense_rows = nnz >= DENSE_FROM * n * d and n * d * n_basis * 8 <= ROWS_MAX_BYTES
         every_entry = dense_rows and not sp.issparse(X)

@@ -209,6 +209,37 @@ def test_class_weight_balanced_and_zero_weights(pendigits):
         heavy = PmSVM(C=0.01, random_state=0, class_weight={True: 10.0}, **kw).fit(X, yb).predict(Xt)
         assert np.mean(heavy[yt == 4]) > np.mean(plain[yt == 4]) and heavy.sum() > plain.sum(), kw
 
+def test_rows_of_weight_zero_set_no_feature_unit(usps):
+    # a row of weight 0 is left out, also from x_max_: fitting with it equals fitting without it, even when its
+    # values are far above the others' (they used to set the units, and so the approximation and the table)
+    X, y, Xt, _ = usps
+    X, y = X[:300], y[:300]
+    Xz, yz = np.vstack([X, 50.0 * X[:1]]), np.append(y, y[0])
+    sw = np.append(np.ones(len(y)), 0.0)
+    for kw in (dict(), dict(lut_bins=None), dict(solver="sgd", max_iter=5), dict(multi_class="ovo")):
+        for layout in (np.asarray, sp.csr_matrix):
+            ref = PmSVM(C=1.0, random_state=0, **kw).fit(layout(X), y)
+            m = PmSVM(C=1.0, random_state=0, **kw).fit(layout(Xz), yz, sample_weight=sw)
+            np.testing.assert_array_equal(m.x_max_, ref.x_max_)
+            np.testing.assert_allclose(m.decision_function(Xt[:200]), ref.decision_function(Xt[:200]),
+                                       rtol=0, atol=1e-12, err_msg=str(kw))
+
+
+def test_lut_decision_sums_duplicate_csr_entries(usps):
+    # scipy reads duplicate entries of a CSR matrix summed, and so do decision_function and power_mean_kernel
+    X, y, Xt, _ = usps
+    m = PmSVM(C=1.0, random_state=0).fit(X[:300], y[:300])
+    Q = sp.csr_matrix(Xt[:50])
+    coo = Q.tocoo()
+    rows = np.repeat(coo.row, 2)  # each entry split into two of a quarter and three quarters, row by row
+    dup = sp.csr_matrix((np.ravel(np.column_stack([0.25 * coo.data, 0.75 * coo.data])), np.repeat(coo.col, 2),
+                         np.concatenate([[0], np.cumsum(np.bincount(rows, minlength=Q.shape[0]))])), shape=Q.shape)
+    assert dup.nnz == 2 * Q.nnz and abs(dup - Q).max() < 1e-15
+    ref = lut_decision(Q, m.table_, m.x_max_, m.intercept_)
+    np.testing.assert_allclose(lut_decision(dup, m.table_, m.x_max_, m.intercept_), ref, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(m.decision_function(dup), ref, rtol=0, atol=1e-12)
+
+
 def test_warns_once_per_fit_at_max_iter(pendigits):
     X, y = pendigits[0][:600], pendigits[1][:600]
     with warnings.catch_warnings():
