@@ -111,7 +111,7 @@ def power_mean(a, c, p):
 @nb.njit(cache=True, inline="always")
 def _pm(a, c, p):
     """M_p(a, c) for a, c > 0 and p < 0 (the overflow-free form of :func:`power_mean`)."""
-    if p == -1.0:
+    if p == -1.0 and 1e-150 < a < 1e150 and 1e-150 < c < 1e150:  # 2ac neither overflows nor underflows
         return 2.0 * a * c / (a + c)
     if p == -np.inf:
         return min(a, c)

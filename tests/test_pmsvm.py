@@ -96,6 +96,20 @@ def test_power_mean_kernel_sparse_path_is_the_dense_one(usps):
 
 
 # --- the approximation (Eq. 25-31, 40, 41) ---------------------------------------------------------
+def test_power_mean_kernel_at_extreme_magnitudes():
+    # each term is homogeneous of degree 1, K(vX, vY) = v K(X, Y); the chi-square shortcut 2ac/(a+c) overflowed to
+    # inf for values above ~1e154 and underflowed to 0 below ~1e-154
+    X0 = np.array([[1.0, 2.0, 0.5, 0.0], [3.0, 0.25, 1.0, 1.0]])
+    Y0 = np.array([[0.5, 2.0, 4.0, 1.0], [1.0, 1.0, 0.0, 7.0], [2.0, 0.1, 3.0, 0.5]])
+    for p in (-1.0, -2.0, -np.inf, 0.0):
+        ref = power_mean_kernel(X0, Y0, p)
+        for v in (1e-300, 1e-170, 1e-20, 1e20, 1e160, 1e300):
+            np.testing.assert_allclose(power_mean_kernel(v * X0, v * Y0, p), v * ref, rtol=1e-12, atol=0,
+                                       err_msg=f"p={p}, v={v}")
+            np.testing.assert_allclose(power_mean_kernel(sp.csr_matrix(v * X0), v * Y0, p), v * ref, rtol=1e-12,
+                                       atol=0, err_msg=f"p={p}, v={v}, sparse")
+
+
 def test_anchors_paper_and_chebyshev():
     np.testing.assert_array_equal(pmsvm_anchors(3), [0.01, 0.06, 0.75])
     c = pmsvm_anchors(5)
