@@ -101,7 +101,12 @@ def power_mean(a, c, p):
     if p == -np.inf:
         out[pos] = np.minimum(ap, cp)
     elif p == 0:
-        out[pos] = np.sqrt(ap * cp)
+        with np.errstate(over="ignore", under="ignore"):
+            g = ap * cp
+        far = ~((g > 1e-300) & (g < 1e300))  # the product under- or overflows: the square roots' product does not
+        g = np.sqrt(g)
+        g[far] = np.sqrt(ap[far]) * np.sqrt(cp[far])
+        out[pos] = g
     else:  # min * ((1 + (max/min)^p) / 2)^(1/p): (max/min)^p <= 1 cannot overflow for any p < 0
         lo, hi = np.minimum(ap, cp), np.maximum(ap, cp)
         out[pos] = lo * ((1.0 + (hi / lo) ** p) / 2.0) ** (1.0 / p)

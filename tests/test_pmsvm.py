@@ -110,6 +110,15 @@ def test_power_mean_kernel_at_extreme_magnitudes():
                                        atol=0, err_msg=f"p={p}, v={v}, sparse")
 
 
+def test_power_mean_at_extreme_magnitudes():
+    # M_p(va, vc) = v M_p(a, c); for p = 0 sqrt(ac) overflowed to inf above ~1e154 and underflowed below ~1e-154
+    a, c = np.array([1.0, 2.0, 0.5, 3.0]), np.array([0.5, 2.0, 4.0, 0.1])
+    for p in (-1.0, -8.0, -np.inf, 0.0):
+        ref = power_mean(a, c, p)
+        for v in (1e-300, 1e-170, 1e-20, 1e20, 1e160, 1e300):
+            np.testing.assert_allclose(power_mean(v * a, v * c, p), v * ref, rtol=1e-12, atol=0, err_msg=f"p={p}, v={v}")
+
+
 def test_anchors_paper_and_chebyshev():
     np.testing.assert_array_equal(pmsvm_anchors(3), [0.01, 0.06, 0.75])
     c = pmsvm_anchors(5)
