@@ -232,6 +232,7 @@ def test_class_weight_balanced_and_zero_weights(pendigits):
         heavy = PmSVM(C=0.01, random_state=0, class_weight={True: 10.0}, **kw).fit(X, yb).predict(Xt)
         assert np.mean(heavy[yt == 4]) > np.mean(plain[yt == 4]) and heavy.sum() > plain.sum(), kw
 
+
 def test_rows_of_weight_zero_set_no_feature_unit(usps):
     # a row of weight 0 is left out, also from x_max_: fitting with it equals fitting without it, even when its
     # values are far above the others' (they used to set the units, and so the approximation and the table)
