@@ -110,8 +110,9 @@ class LUTScorer:
 
 
 def _fitted(clf, name):
-    """Hyperparameter ``name`` as the fitted model uses it (svmcore keeps it through a later set_params)."""
-    return clf._param(name) if hasattr(clf, "_param") else getattr(clf, name, None)
+    """Hyperparameter ``name`` as the fitted model uses it (svmcore keeps it through a later set_params); None
+    for a classifier without it (a PmSVM has no kernel)."""
+    return clf._param(name) if hasattr(clf, "_param") and hasattr(clf, name) else getattr(clf, name, None)
 
 
 def _resolved_gamma(clf):

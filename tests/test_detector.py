@@ -347,6 +347,21 @@ def test_pmsvm_detector_of_one_unit_for_all_features_loads(small_pmsvm, astro_pa
                                atol=1e-12)
 
 
+def test_pmsvm_detector_without_lookup_table(small_pmsvm, astro_path, tmp_path):
+    # lut_bins=None (or a table beyond TABLE_MAX_BYTES): no table_, so the detector scores by decision_function;
+    # make_scorer asked the PmSVM for an SVC's kernel and failed with AttributeError
+    import copy
+
+    from facedet.features import hog_features
+    clf = copy.deepcopy(small_pmsvm.classifier).set_params(lut_bins=None)
+    det = Detector(clf, small_pmsvm.prefilter, **{**small_pmsvm.params(), "threshold": -1e9}, features="hog")
+    boxes, windows = det.scan_windows(read_grey(astro_path), return_windows=True)
+    np.testing.assert_allclose(boxes[:, 4], clf.decision_function(hog_features(windows)), rtol=1e-12, atol=1e-12)
+    again = Detector.load(det.save(tmp_path / "nolut.npz"))
+    g = read_grey(astro_path)
+    np.testing.assert_array_equal(again.detect(g), det.detect(g))
+
+
 def test_models_without_features_field_load_as_osuna(small, tmp_path):
     assert load_default().features == "osuna"  # written before the field existed
     det = Detector.load(small[0].save(tmp_path / "s.npz"))
