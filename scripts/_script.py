@@ -9,7 +9,8 @@ is False. The script's own argparse still declares ``--threads`` so that ``--hel
 bench_svc.py, which takes its thread counts from the environment only).
 
 ``DATA`` is $FACEDET_DATA if set, else ../shared/data beside the repository; ``require_data(path)`` stops the
-script with a usage error (exit 2) naming a missing data file or folder.
+script with a usage error (exit 2) naming a missing data file or folder; ``require_files(base, files)`` does
+the same for the files a run needs inside the data folder, before anything runs.
 """
 import contextlib
 import os
@@ -72,6 +73,24 @@ def require_data(path=DATA, what="the shared/data folder"):
     if not path.exists():
         _usage_error(f"missing data {path} ({what}); the scripts read ../shared/data beside the repository, or "
                      "the folder in $FACEDET_DATA")
+    return path
+
+
+def require_files(base, files, what="the data files"):
+    """Every path of ``files`` (relative to ``base``) as a file; otherwise a usage error (exit 2) naming the missing
+    ones, before anything runs (a folder that exists but lacks them would otherwise fail deep in a loader)."""
+    require_data(base)
+    missing = [str(base / f) for f in files if not (base / f).is_file()]
+    if missing:
+        _usage_error(f"missing data file{'s' if len(missing) > 1 else ''} {', '.join(missing)} ({what}); the scripts "
+                     "read ../shared/data beside the repository, or the folder in $FACEDET_DATA")
+
+
+def require_file(path, what):
+    """``path`` if it is a file; otherwise a usage error (exit 2), as ``require_data``."""
+    require_data(path, what)
+    if not path.is_file():
+        _usage_error(f"{path}: not a file ({what})")
     return path
 
 

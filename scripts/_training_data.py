@@ -2,7 +2,7 @@
 annotated scenes (train and test splits), plus the per-split evaluation of a detector on those scenes."""
 from __future__ import annotations
 
-import os
+import tempfile
 
 import cv2
 import numpy as np
@@ -11,18 +11,31 @@ from facedet.evaluate import evaluate_detections, read_annotations
 from facedet.imageio import read_grey
 from facedet.patches import image_files, load_npz
 
-from _script import require_data  # scripts/ is on sys.path when run
+from _script import require_data, require_files  # scripts/ is on sys.path when run
 
 
-def check_args(ap, args):
-    """Usage errors before minutes of training: --out must be a writable file path, --rounds >= 0, --data a
-    folder."""
+def check_args(ap, args, extra_files=()):
+    """Usage errors before minutes of training: --out must be a writable file path (a file is created and
+    removed in its folder: os.access says yes to root even on a read-only file system), --rounds >= 0, --data a
+    folder holding the files training reads (``extra_files``: those of one script only)."""
     out = args.out
-    if out.is_dir() or not out.parent.is_dir() or not os.access(out.parent, os.W_OK):
+    if out.is_dir() or not out.parent.is_dir() or not _can_create_in(out.parent):
         ap.error(f"--out {out}: not a writable file path (its folder must exist)")
     if args.rounds < 0:
         ap.error(f"--rounds: expected >= 0, got {args.rounds}")
     require_data(args.data)
+    require_files(args.data, ["cbcl_face_db1/cbcl_face_db1_19x19_uint8.npz", "scenes_annotated_dlib_voc/boxes.csv",
+                              *extra_files], "the training data")
+    if not (args.data / "nonface_scenes").is_dir():
+        ap.error(f"missing data folder {args.data / 'nonface_scenes'} (the face-free images for bootstrapping)")
+
+
+def _can_create_in(folder):
+    try:
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".write-check-"):
+            return True
+    except OSError:
+        return False
 
 
 def load_training_data(data):

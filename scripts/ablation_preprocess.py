@@ -22,7 +22,7 @@ import numpy as np
 from facedet.evaluate import detection_rate_at_fpr, roc_auc
 from facedet.preprocess import preprocess
 
-from _script import DATA as SHARED_DATA, require_data  # scripts/ is on sys.path when run
+from _script import DATA as SHARED_DATA, require_file  # scripts/ is on sys.path when run
 
 DATA = SHARED_DATA / "cbcl_face_db1" / "cbcl_face_db1_19x19_uint8.npz"
 SETTINGS = [  # (label, mask, plane, equalize)
@@ -77,7 +77,9 @@ def main():
                     help="which SVC trains each setting (auto: svmcore)")
     ap.add_argument("--C", type=float, default=None, help="fixed C for every setting (default: 3-fold CV on train)")
     args = ap.parse_args()
-    require_data(args.data, "the CBCL patch file")
+    if args.C is not None and not 0 < args.C < float("inf"):
+        ap.error(f"--C: expected a positive number, got {args.C}")
+    require_file(args.data, "the CBCL patch file")
     solver = pick_solver(args.solver)
     d = np.load(args.data)
     X_train, y_train = d["X_train"], d["y_train"].astype(int)

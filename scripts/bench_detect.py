@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import argparse
 
-from _script import DATA, limit_threads, positive_int, require_data  # scripts/ is on sys.path when run
+from _script import DATA, limit_threads, positive_int, require_files  # scripts/ is on sys.path when run
 
 limit_threads()  # before numpy, numba and cv2 load
 
@@ -182,7 +182,8 @@ def main():
     ap.add_argument("--data", type=Path, default=DATA, help="the shared/data folder")
     ap.add_argument("--no-dlib", action="store_true", help="skip dlib's HOG detector (a shorter run)")
     args = ap.parse_args()
-    require_data(args.data, "the shared/data folder")
+    require_files(args.data, ["scenes_annotated_dlib_voc/boxes.csv", "misc_faces_skimage/astronaut.png",
+                              "cbcl_face_db1/cbcl_face_db1_19x19_uint8.npz"], "the benchmark images and patches")
     missing = [str(p) for p in args.models if not p.is_file()]
     if missing:  # a mistyped --model must not leave a benchmark of the others only
         ap.error(f"--model: no such file: {', '.join(missing)}")

@@ -129,7 +129,7 @@ def bench_kernel(name, X, X_star, y, X_test, y_test, repeats, qp_max):
 
 
 def main():
-    from _script import DATA, positive_int, require_data  # scripts/ is on sys.path when run
+    from _script import DATA, positive_int, require_files  # scripts/ is on sys.path when run
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=DATA, help="the shared/data folder")
@@ -143,11 +143,16 @@ def main():
     parser.add_argument("--tol", type=float, default=1e-2, help="projected-gradient tolerance (both linear solvers)")
     parser.add_argument("--threads", default="1", help="BLAS/numba threads (set before import)")
     args = parser.parse_args()
-    require_data(args.data, "the shared/data folder")
     try:
         sizes = [int(s) for s in args.sizes.split(",")]
     except ValueError:
         parser.error(f"--sizes: expected comma-separated integers, got {args.sizes!r}")
+    if min(sizes) < 1:  # a negative n would slice X[:n], all but the last |n| rows
+        parser.error(f"--sizes: expected positive integers, got {args.sizes!r}")
+    if not args.tol > 0:
+        parser.error(f"--tol: expected > 0, got {args.tol}")
+    require_files(args.data, ["cbcl_face_db1/cbcl_face_db1_19x19_uint8.npz", "bench/mnist_plus/mnist_plus.npz"],
+                  "the CBCL and MNIST+ files")
     print(f"threads={os.environ.get('OMP_NUM_THREADS')}, repeats={args.repeats} (median), C=1, gamma=1")
     cbcl = load_cbcl(args.data)
     X, X_star, y, X_test, y_test = cbcl

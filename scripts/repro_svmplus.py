@@ -132,7 +132,7 @@ def print_table(title, kind, rows):
 
 
 def main():
-    from _script import DATA, positive_int, require_data  # scripts/ is on sys.path when run
+    from _script import DATA, positive_int, require_file  # scripts/ is on sys.path when run
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=DATA / "bench" / "mnist_plus" / "mnist_plus.npz",
@@ -141,7 +141,7 @@ def main():
                         help="timed refits of each method on the same training set; the median is reported")
     parser.add_argument("--threads", type=str, default="1", help="BLAS/numba threads (set before import)")
     args = parser.parse_args()
-    require_data(args.data, "the MNIST+ file")
+    require_file(args.data, "the MNIST+ file")
     raw = load(args.data)
     print(f"MNIST+: train {raw['X'].shape} + privileged {raw['X_star'].shape}, val {raw['X_val'].shape[0]}, "
           f"test {raw['X_test'].shape[0]}; grid C in {C_GRID}, gamma in {GAMMA_GRID}, Gaussian width factor in "

@@ -88,7 +88,7 @@ def main():
                     help="compare the result with this model file (arrays and header, not the training time; "
                          "then the detections): exit 0 identical, 3 the same detections only, 1 different")
     args = ap.parse_args()
-    check_args(ap, args)
+    check_args(ap, args, extra_files=["misc_faces_skimage/lfw_subset.npy"])
     if args.check is not None:
         if args.check.resolve() == args.out.resolve():
             ap.error(f"--check {args.check}: the same file as --out, which training overwrites; give another --out")

@@ -34,6 +34,7 @@ import numpy as np  # noqa: E402
 
 from facedet.bootstrap import bootstrap, calibrate_box, choose_threshold  # noqa: E402
 from facedet.detector import PMSVM_DEFAULTS, train_pmsvm_detector  # noqa: E402
+from svmcore import PmSVM  # noqa: E402
 
 from _training_data import check_args, evaluate_scenes, fmt_box, load_training_data, log_round, report  # noqa: E402
 
@@ -61,6 +62,10 @@ def main():
         ap.error(f"--max-iter: expected >= 1, got {args.max_iter}")
     t_start = time.perf_counter()
     pmsvm_params = {"C": args.C, "p": args.p, "max_iter": args.max_iter, "random_state": 0}
+    try:  # --C and --p as PmSVM checks them, before minutes of data loading and augmentation
+        PmSVM(**pmsvm_params)._check_params()
+    except (TypeError, ValueError) as exc:
+        ap.error(f"--C / --p: {exc}")
 
     X, y, negatives, ann, images = load_training_data(args.data)
 
