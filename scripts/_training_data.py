@@ -16,16 +16,19 @@ from _script import require_data, require_files  # scripts/ is on sys.path when 
 
 def check_args(ap, args, extra_files=()):
     """Usage errors before minutes of training: --out must be a writable file path (a file is created and
-    removed in its folder: os.access says yes to root even on a read-only file system), --rounds >= 0, --data a
-    folder holding the files training reads (``extra_files``: those of one script only)."""
+    removed in its folder: os.access says yes to root even on a read-only file system), --out not one of the
+    input files, --rounds >= 0, --data a folder holding the files training reads (``extra_files``: those of one
+    script only)."""
     out = args.out
     if out.is_dir() or not out.parent.is_dir() or not _can_create_in(out.parent):
         ap.error(f"--out {out}: not a writable file path (its folder must exist)")
     if args.rounds < 0:
         ap.error(f"--rounds: expected >= 0, got {args.rounds}")
     require_data(args.data)
-    require_files(args.data, ["cbcl_face_db1/cbcl_face_db1_19x19_uint8.npz", "scenes_annotated_dlib_voc/boxes.csv",
-                              *extra_files], "the training data")
+    inputs = ["cbcl_face_db1/cbcl_face_db1_19x19_uint8.npz", "scenes_annotated_dlib_voc/boxes.csv", *extra_files]
+    require_files(args.data, inputs, "the training data")
+    if any(out.resolve() == (args.data / f).resolve() for f in inputs):
+        ap.error(f"--out {out}: is an input data file; it would be overwritten")
     if not (args.data / "nonface_scenes").is_dir():
         ap.error(f"missing data folder {args.data / 'nonface_scenes'} (the face-free images for bootstrapping)")
 

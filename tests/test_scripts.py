@@ -86,3 +86,18 @@ def test_out_in_a_folder_where_no_file_can_be_created(tmp_path, monkeypatch):
     with pytest.raises(SystemExit) as exc:
         _training_data.check_args(ap, args)
     assert exc.value.code == 2
+
+
+def test_out_may_not_replace_an_input_data_file(tmp_path):
+    """--out naming the CBCL patch file under --data would overwrite the training data once training ends."""
+    data = tmp_path / "data"
+    for f in ("cbcl_face_db1/cbcl_face_db1_19x19_uint8.npz", "scenes_annotated_dlib_voc/boxes.csv",
+              "misc_faces_skimage/lfw_subset.npy"):
+        (data / f).parent.mkdir(parents=True, exist_ok=True)
+        (data / f).write_bytes(b"x")
+    (data / "nonface_scenes").mkdir()
+    target = data / "cbcl_face_db1" / "cbcl_face_db1_19x19_uint8.npz"
+    for name in ("train_pmsvm_detector.py", "train_default.py"):
+        r = run_script(name, "--data", str(data), "--out", str(target))
+        assert_usage_error(r, "input data file")
+        assert target.read_bytes() == b"x"
