@@ -10,7 +10,8 @@ bench_svc.py, which takes its thread counts from the environment only).
 
 ``DATA`` is $FACEDET_DATA if set, else ../shared/data beside the repository; ``require_data(path)`` stops the
 script with a usage error (exit 2) naming a missing data file or folder; ``require_files(base, files)`` does
-the same for the files a run needs inside the data folder, before anything runs.
+the same for the files a run needs inside the data folder, before anything runs, and ``require_sets(names)``
+for the files of named data sets (``DATA_FILES``, the one list of them).
 """
 import contextlib
 import os
@@ -84,6 +85,24 @@ def require_files(base, files, what="the data files"):
     if missing:
         _usage_error(f"missing data file{'s' if len(missing) > 1 else ''} {', '.join(missing)} ({what}); the scripts "
                      "read ../shared/data beside the repository, or the folder in $FACEDET_DATA")
+
+
+# the files each data set of the scripts reads, relative to the data folder
+DATA_FILES = {
+    "cbcl": ("cbcl_face_db1/cbcl_face_db1_19x19_uint8.npz",),
+    "pendigits": ("bench/pendigits/pendigits.bz2", "bench/pendigits/pendigits.t.bz2"),
+    "usps": ("bench/usps/usps.h5",),
+    "letter": ("bench/letter/letter.scale.bz2", "bench/letter/letter.scale.t.bz2"),
+    "sector": ("bench/sector/sector.scale.bz2", "bench/sector/sector.t.scale.bz2"),
+    "reuters": ("bench/reuters_lasvm/reuters.trn.bz2", "bench/reuters_lasvm/reuters.tst.bz2"),
+    "ijcnn1": ("bench/ijcnn1/ijcnn1.trn.bz2", "bench/ijcnn1/ijcnn1.tst.bz2"),
+    "a9a": ("bench/a9a/a9a.trn.bz2", "bench/a9a/a9a.tst.bz2"),
+}
+
+
+def require_sets(names, base=DATA, what="the data sets"):
+    """``require_files`` for the files of the data sets ``names`` (keys of :data:`DATA_FILES`)."""
+    require_files(base, [f for name in dict.fromkeys(names) for f in DATA_FILES[name]], what)
 
 
 def require_file(path, what):

@@ -61,7 +61,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.svm import LinearSVC
 from threadpoolctl import threadpool_limits
 
-from _script import DATA, positive_int, require_data, require_files, svmlight_csr  # scripts/ is on sys.path when run
+from _script import DATA, positive_int, require_data, require_sets, svmlight_csr  # scripts/ is on sys.path when run
 from svmcore.pmsvm import PmSVM, approximation_error, lut_decision, power_mean_kernel
 
 C_GRID = (0.1, 1.0, 10.0)
@@ -127,11 +127,6 @@ def load_cbcl_hog():
 SETS = {"pendigits": ("pendigits / 100", load_pendigits), "usps": ("USPS", load_usps),
         "cbcl": ("CBCL HOG (324-d)", load_cbcl_hog), "reuters": ("reuters (money-fx, tf-idf)", load_reuters),
         "sector": ("sector (tf-idf)", load_sector)}
-# the files each set reads, checked before anything runs
-SET_FILES = {"pendigits": ("bench/pendigits/pendigits.bz2", "bench/pendigits/pendigits.t.bz2"),
-             "usps": ("bench/usps/usps.h5",), "cbcl": ("cbcl_face_db1/cbcl_face_db1_19x19_uint8.npz",),
-             "reuters": ("bench/reuters_lasvm/reuters.trn.bz2", "bench/reuters_lasvm/reuters.tst.bz2"),
-             "sector": ("bench/sector/sector.scale.bz2", "bench/sector/sector.t.scale.bz2")}
 
 
 # --- the exact kernel SVM, multiclass from binary precomputed fits ----------------------------------
@@ -408,7 +403,7 @@ def main():
         ap.error(f"--sets: unknown {sorted(unknown)}; choose from {', '.join(SETS)}")
     # the epoch and scoring-speed sections (all runs but --quick) read usps and cbcl
     needed = ["usps", "cbcl"] if args.epochs_only else ["pendigits"] if args.quick else args.sets + ["usps", "cbcl"]
-    require_files(DATA, [f for name in dict.fromkeys(needed) for f in SET_FILES[name]], "the benchmark sets")
+    require_sets(needed, what="the benchmark sets")
     # one thread for everyone: PmSVM's numba loops (prange over binary problems), BLAS and OpenMP
     numba.set_num_threads(1)
     with threadpool_limits(limits=1), warnings.catch_warnings():

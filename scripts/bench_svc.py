@@ -37,7 +37,7 @@ Needs the bench extra (scikit-learn). Not part of the test suite.
 """
 from __future__ import annotations
 
-from _script import DATA, limit_threads, require_data, require_files, svmlight_csr  # scripts/ is on sys.path when run
+from _script import DATA, limit_threads, require_data, require_sets, svmlight_csr  # scripts/ is on sys.path when run
 
 limit_threads(override=False)  # before numpy and numba load
 
@@ -217,16 +217,8 @@ def main():
     if "patches" in args.problems.split(",") and args.n_patches < 28_838:  # checked before the other problems run
         ap.error(f"--n-patches: at least 28,838 (the augmented CBCL faces and the CBCL non-faces), "
                  f"got {args.n_patches}")
-    cbcl_file = "cbcl_face_db1/cbcl_face_db1_19x19_uint8.npz"
-    files = {"cbcl": (cbcl_file,), "patches": (cbcl_file, "nonface_scenes"),
-             "ijcnn1": ("bench/ijcnn1/ijcnn1.trn.bz2", "bench/ijcnn1/ijcnn1.tst.bz2"),
-             "pendigits": ("bench/pendigits/pendigits.bz2", "bench/pendigits/pendigits.t.bz2"),
-             "usps": ("bench/usps/usps.h5",),
-             "letter": ("bench/letter/letter.scale.bz2", "bench/letter/letter.scale.t.bz2"),
-             "a9a": ("bench/a9a/a9a.trn.bz2", "bench/a9a/a9a.tst.bz2"),
-             "reuters": ("bench/reuters_lasvm/reuters.trn.bz2", "bench/reuters_lasvm/reuters.tst.bz2")}
-    require_files(args.data, [f for name in args.problems.split(",") for f in files[name] if f != "nonface_scenes"],
-                  "the benchmark problems")
+    # the patches problem reads the CBCL file (and the nonface_scenes folder, below)
+    require_sets([p.replace("patches", "cbcl") for p in args.problems.split(",")], args.data, "the benchmark problems")
     if "patches" in args.problems.split(",") and not (args.data / "nonface_scenes").is_dir():
         ap.error(f"missing data folder {args.data / 'nonface_scenes'} (the patches problem's negative images)")
     rows = []

@@ -21,7 +21,7 @@ import time
 import numpy as np
 from sklearn.svm import LinearSVC
 
-from _script import DATA, positive_int, quiet_convergence, require_data, require_files  # scripts/ on sys.path
+from _script import positive_int, quiet_convergence, require_data, require_sets  # scripts/ is on sys.path when run
 from repro_topk import load
 from svmcore.projections import knapsack_into, topk_simplex_into
 from svmcore.sdca import topk_losses
@@ -128,12 +128,6 @@ def bench_training(name, C=1.0, lib_tols=(1e-1, 1e-4), repeat=3):
               f"(smallest CPU time of {repeat} alternating runs each)")
 
 
-# the files each data set reads (repro_topk.load), checked before anything runs
-SET_FILES = {"letter": ("bench/letter/letter.scale.bz2", "bench/letter/letter.scale.t.bz2"),
-             "usps": ("bench/usps/usps.h5",),
-             "sector": ("bench/sector/sector.scale.bz2", "bench/sector/sector.t.scale.bz2")}
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="letter and usps only")
@@ -146,8 +140,7 @@ def main():
         ap.error("--projections-only and --skip-projections leave nothing to run")
     if not args.projections_only:
         require_data()  # a usage error if the data folder is missing, before the projection timings
-        require_files(DATA, [f for name in (("letter", "usps") if args.quick else ("letter", "usps", "sector"))
-                             for f in SET_FILES[name]], "the benchmark sets")
+        require_sets(("letter", "usps") if args.quick else ("letter", "usps", "sector"), what="the benchmark sets")
     if not args.skip_projections:
         bench_projections()
     if args.projections_only:

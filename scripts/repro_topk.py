@@ -25,7 +25,7 @@ from sklearn.svm import LinearSVC
 from svmcore.metrics import top_k_accuracies
 from svmcore.topk import TopKSVM
 
-from _script import DATA, quiet_convergence, require_data, require_files  # noqa: E402  (scripts/ on sys.path)
+from _script import DATA, quiet_convergence, require_data, require_sets  # noqa: E402  (scripts/ is on sys.path when run)
 
 BENCH = DATA / "bench"
 KS = (1, 2, 3, 5, 10)
@@ -137,9 +137,7 @@ def main():
     unknown = set(args.datasets.split(",")) - {"letter", "usps", "sector"}
     if unknown:
         ap.error(f"--datasets: unknown {sorted(unknown)}")
-    files = {"letter": ("letter/letter.scale.bz2", "letter/letter.scale.t.bz2"), "usps": ("usps/usps.h5",),
-             "sector": ("sector/sector.scale.bz2", "sector/sector.t.scale.bz2")}
-    require_files(BENCH, [f for name in args.datasets.split(",") for f in files[name]], "the data sets")
+    require_sets(args.datasets.split(","))
     grid, folds, cv_tol = ((1.0, 10.0), 2, 1e-2) if args.quick else ((0.1, 1.0, 10.0), 3, 1e-2)
     t0 = time.perf_counter()
     for name in args.datasets.split(","):
