@@ -1,8 +1,8 @@
 """The Q-matrix interface of the decomposition solver, and its one column cache.
 
 The solver (``smo.solve``) never sees kernels. A Q-matrix has ``n``, ``diagonal`` (n,) float64 and
-``rows(idx, active)``: the block Q[idx][:, active] as float32, i.e. the working set's columns stored as
-rows (Q is symmetric), computed together; and ``rho_shift(alpha, X)``, what the solver's rho needs added
+``dtype`` (float32, as LIBSVM's Qfloat, or float64) and ``rows(idx, active)``: the block Q[idx][:, active] of
+that dtype, i.e. the working set's columns stored as rows (Q is symmetric), computed together; and ``rho_shift(alpha, X)``, what the solver's rho needs added
 where the Q-matrix solves an equivalent, better conditioned problem (centred linear C-SVC). Kinds:
 
 - :class:`KernelQ`: Q_ij = y_i y_j K(x_i, x_j) (C-SVC) or K(x_i, x_j) (one-class, ``y=None``), computed
@@ -33,17 +33,17 @@ def store_rows(data, slots, active, block):
 class ColumnCache:
     """Least-recently-used cache of Q columns, bounded in megabytes (LIBSVM's cache, filled block-wise).
 
-    ``data[slot]`` holds column ``owner[slot]`` as a length-n float32 row whose entries are valid on the
+    ``data[slot]`` holds column ``owner[slot]`` as a length-n row of ``dtype`` whose entries are valid on the
     active set it was computed for; shrinking only removes variables, so it stays valid until the solver
     reactivates all variables, when :meth:`drop_partial` forgets the columns not computed on all of
     them (``full[slot]`` is False). ``slot_of[i]`` is column i's slot or -1; ``last_used[slot]`` is the
     solver's clock at the slot's last use.
     """
 
-    def __init__(self, n, cache_mb, min_columns):
-        n_slots = int(cache_mb * 2**20 // (4 * max(n, 1)))
+    def __init__(self, n, cache_mb, min_columns, dtype=np.float32):
+        n_slots = int(cache_mb * 2**20 // (np.dtype(dtype).itemsize * max(n, 1)))
         self.n_slots = max(min(n_slots, n), min_columns)
-        self.data = np.empty((self.n_slots, n), dtype=np.float32)
+        self.data = np.empty((self.n_slots, n), dtype=dtype)
         self.slot_of = np.full(n, -1, dtype=np.int64)
         self.owner = np.full(self.n_slots, -1, dtype=np.int64)
         self.last_used = np.zeros(self.n_slots, dtype=np.int64)
@@ -103,6 +103,8 @@ class KernelQ:
     fill, and twice as fast).
     """
 
+    dtype = np.float32
+
     def __init__(self, X, spec: KernelSpec, y=None):
         self.centre = None
         if not sp.issparse(X) and (spec.kind == "rbf" or (spec.kind == "linear" and y is not None)):
@@ -154,21 +156,27 @@ class KernelQ:
 
 
 class PrecomputedQ:
-    """Q given as an explicit symmetric (n, n) matrix; with ``y``, Q_ij = y_i y_j M_ij."""
+    """Q given as an explicit symmetric (n, n) matrix; with ``y``, Q_ij = y_i y_j M_ij.
 
-    def __init__(self, M, y=None):
+    ``dtype``: how Q and the solver's cached columns are stored. float32 (LIBSVM's choice, half the memory and
+    bandwidth) serves precomputed kernels; float64 serves Q whose entries far exceed the dual's scale, as in
+    l2-SVM+ (rho = a'Qa can be 1e-7 of max|Q|, below float32's rounding of Q).
+    """
+
+    def __init__(self, M, y=None, dtype=np.float32):
         M = np.asarray(M, dtype=np.float64)
         if M.ndim != 2 or M.shape[0] != M.shape[1]:
             raise ValueError(f"Q: expected a square matrix, got shape {M.shape}")
         if y is not None:
             y = np.asarray(y, dtype=np.float64)
             M = M * np.outer(y, y)
-        self.Q = M.astype(np.float32)
+        self.dtype = np.dtype(dtype)
+        self.Q = M.astype(self.dtype, copy=False)
         self.n = M.shape[0]
         self.diagonal = np.diag(M).copy()
 
     def rows(self, idx, active):
-        """Q[idx][:, active] as float32 (len(idx), len(active)): the columns idx restricted to the active set."""
+        """Q[idx][:, active] of ``dtype``, (len(idx), len(active)): the columns idx restricted to the active set."""
         if len(active) == self.n:
             return self.Q[idx]
         return self.Q[np.ix_(idx, active)]

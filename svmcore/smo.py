@@ -312,7 +312,7 @@ def _iterate(G, alpha, y, C, diag, active, io, fo, data, slot_of, last_used, q, 
 
 @nb.njit(cache=True, nogil=True)
 def _add_rows(G, rows_of, block, coef):
-    """G[rows_of] += coef @ block (block: (k, len(rows_of)) float32), accumulated in float64."""
+    """G[rows_of] += coef @ block (block: (k, len(rows_of)) float32 or float64), accumulated in float64."""
     for r in range(coef.shape[0]):
         c = coef[r]
         for s in range(rows_of.shape[0]):
@@ -390,7 +390,7 @@ def solve(Q, p, y, C, alpha0, *, tol=1e-3, working_set_size=None, cache_size=200
     start = time.perf_counter()
     diag = np.ascontiguousarray(Q.diagonal, dtype=np.float64)
     need = np.empty(q + max(q, 32), dtype=np.int64)  # a working set's columns, or column i + prefetch
-    cache = ColumnCache(n, cache_size, 2 * len(need))  # room for a request beside the working set
+    cache = ColumnCache(n, cache_size, 2 * len(need), Q.dtype)  # room for a request beside the working set
     all_idx = np.arange(n, dtype=np.int64)
     G = _gradient(Q, p, alpha, all_idx)
     active = all_idx.copy()
