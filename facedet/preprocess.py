@@ -210,6 +210,9 @@ def equalize(pixels):
         return out
     if x.dtype.kind == "f" and not np.isfinite(x).all():
         raise ValueError("pixels: contains NaN or infinity")
+    if x.shape[1] == 1:  # one pixel is a flat row, whose mid-rank maps to 0
+        out.fill(0.0)
+        return out
     if np.issubdtype(x.dtype, np.integer) and int(x.max()) - int(x.min()) <= 2 * MAX_LEVEL:
         _equalize_levels(np.ascontiguousarray(x, dtype=np.int64), out)
     else:

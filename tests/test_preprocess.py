@@ -91,6 +91,11 @@ def test_flat_window_equalizes_to_zero():
     np.testing.assert_array_equal(preprocess(np.full((1, 19, 19), 77, np.uint8)), 0.0)
 
 
+@pytest.mark.parametrize("rows", [np.array([[5], [200]], np.uint8), np.array([[0.3], [-7.0]]), np.full((2, 4), 9.5)])
+def test_flat_rows_equalize_to_zero_whatever_their_length(rows):
+    np.testing.assert_array_equal(equalize(rows), 0.0)  # a single pixel gave -1
+
+
 @pytest.mark.parametrize("bad, exc", [(np.zeros((3, 19, 18)), ValueError), (np.zeros((2, 19, 19), object), TypeError),
                                       (np.full((1, 19, 19), np.nan), ValueError)])
 def test_bad_input(bad, exc):
