@@ -6,13 +6,24 @@
   :func:`default_model_path`.
 - Modules: preprocess (mask, plane, equalization), patches, features, scoring, scan, merge, bootstrap,
   imageio, evaluate; the ``facedet`` command is :mod:`facedet.cli`.
-"""
-from .detector import Detector, default_model_path
 
+Names are imported lazily, so that the ``facedet`` command's entry point (:mod:`facedet.__main__`) loads
+nothing heavy before it handles Ctrl-C.
+"""
 __all__ = ["Detector", "default_model_path", "load_default"]
+
+
+def __getattr__(name):
+    if name in ("Detector", "default_model_path"):
+        from . import detector
+
+        return getattr(detector, name)
+    raise AttributeError(f"module 'facedet' has no attribute {name!r}")
 
 
 def load_default():
     """The shipped default :class:`Detector` ($FACEDET_MODEL if set); FileNotFoundError if the model file is
     missing, ValueError if it is corrupt or not a facedet model."""
+    from .detector import Detector, default_model_path
+
     return Detector.load(default_model_path())

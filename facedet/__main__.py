@@ -1,4 +1,51 @@
-"""``python -m facedet``: the same command line as the ``facedet`` script."""
-from .cli import main
+"""The ``facedet`` command's entry point: the ``facedet`` script and ``python -m facedet``.
 
-main()
+It imports nothing heavy before it takes over Ctrl-C, so that any Ctrl-C ends the command with
+"interrupted" and exit code 130:
+- while typer, numpy and numba load (a traceback before);
+- inside a numba kernel, where the KeyboardInterrupt surfaces as SystemErrors chained to it;
+- where numba's loader swallows it: llvmlite ignores exceptions raised in its ctypes callbacks, and the
+  command then ran on to exit 0.
+"""
+import signal
+import sys
+
+
+def _caused_by_interrupt(exc):
+    for _ in range(20):
+        if exc is None or isinstance(exc, KeyboardInterrupt):
+            return exc is not None
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
+def main():
+    """Run :func:`facedet.cli.main`; exit 130 if Ctrl-C was pressed at any point."""
+    pressed = []
+
+    def on_sigint(signum, frame):
+        pressed.append(signum)
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGINT, on_sigint)
+    code = 0
+    try:
+        from .cli import main as cli_main
+
+        cli_main()
+    except SystemExit as exc:
+        code = exc.code
+    except BaseException as exc:  # noqa: B036  (KeyboardInterrupt, or numba's SystemErrors chained to it)
+        if not (pressed or _caused_by_interrupt(exc)):
+            raise
+        pressed.append(signal.SIGINT)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if pressed:
+        print("interrupted", file=sys.stderr)
+        code = 130
+    sys.exit(code)
+
+
+if __name__ == "__main__":
+    main()

@@ -693,21 +693,14 @@ def calibrate(
 
 
 def main(prog_name="facedet"):
-    """The ``facedet`` command. Ctrl-C inside a numba kernel surfaces as a SystemError caused (through other
-    SystemErrors) by the KeyboardInterrupt; it ends the command as Ctrl-C does elsewhere (exit 130)."""
+    """Run the ``facedet`` command (typer app). The installed script enters through
+    :func:`facedet.__main__.main`, which handles Ctrl-C (exit 130)."""
     # a solver's RuntimeWarning (e.g. max_iter reached) as one line, not Python's source excerpt
     warnings.formatwarning = lambda message, category, *args, **kwargs: f"warning: {message}\n"
-    try:
-        app(prog_name=prog_name)
-    except SystemError as exc:
-        chain = [exc]
-        while chain[-1] is not None and len(chain) < 20 and not isinstance(chain[-1], KeyboardInterrupt):
-            chain.append(chain[-1].__cause__ or chain[-1].__context__)
-        if not isinstance(chain[-1], KeyboardInterrupt):
-            raise
-        err.print("interrupted", markup=False, highlight=False)
-        sys.exit(130)
+    app(prog_name=prog_name)
 
 
-if __name__ == "__main__":
-    main()
+if __name__ == "__main__":  # python -m facedet.cli: through the same entry point as the script
+    from facedet.__main__ import main as entry
+
+    entry()

@@ -1,6 +1,11 @@
 """The facedet command: detect (table, JSON, annotated images, bad files), train, bootstrap, evaluate, exit codes."""
 import json
+import os
 import shutil
+import signal
+import subprocess
+import sys
+import time
 
 import numpy as np
 import pytest
@@ -282,6 +287,7 @@ def test_input_files_that_are_not_what_they_claim(astro, tmp_path, data_dir):
 
 def test_ctrl_c_inside_a_numba_kernel_exits_130(monkeypatch, capsys):
     # numba turns Ctrl-C during a kernel into SystemErrors chained to the KeyboardInterrupt
+    import facedet.__main__ as entry
     import facedet.cli as cli
 
     def interrupted(**kw):
@@ -295,7 +301,7 @@ def test_ctrl_c_inside_a_numba_kernel_exits_130(monkeypatch, capsys):
 
     monkeypatch.setattr(cli, "app", interrupted)
     with pytest.raises(SystemExit) as exit_:
-        cli.main()
+        entry.main()
     assert exit_.value.code == 130 and "interrupted" in capsys.readouterr().err
 
     def broken(**kw):
@@ -303,7 +309,37 @@ def test_ctrl_c_inside_a_numba_kernel_exits_130(monkeypatch, capsys):
 
     monkeypatch.setattr(cli, "app", broken)
     with pytest.raises(SystemError, match="a real bug"):  # any other SystemError is not hidden
-        cli.main()
+        entry.main()
+
+
+def test_ctrl_c_that_a_callback_swallowed_still_exits_130(monkeypatch, capsys):
+    # llvmlite ignores exceptions raised in its ctypes callbacks: Ctrl-C while numba loads a kernel was lost
+    import facedet.__main__ as entry
+    import facedet.cli as cli
+
+    def swallowed(**kw):
+        try:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(1)  # the handler runs here
+        except KeyboardInterrupt:
+            pass
+        raise SystemExit(0)
+
+    monkeypatch.setattr(cli, "app", swallowed)
+    with pytest.raises(SystemExit) as exit_:
+        entry.main()
+    assert exit_.value.code == 130 and "interrupted" in capsys.readouterr().err
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # restored
+
+
+def test_ctrl_c_while_the_command_loads_exits_130_without_a_traceback(data_dir):
+    image = sorted((data_dir / "scenes_annotated_dlib_voc" / "images").iterdir())[0]
+    proc = subprocess.Popen([sys.executable, "-m", "facedet", "detect", str(image), "--json"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(0.4)  # numpy, typer and numba are loading (a detection takes over a second from start)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130 and "interrupted" in err and "Traceback" not in err and out == ""
 
 
 def test_train_checks_scan_options_before_fitting(small_npz, tmp_path, monkeypatch):
