@@ -1,8 +1,10 @@
 """The Q-matrix interface of the decomposition solver, and its one column cache.
 
 The solver (``smo.solve``) never sees kernels. A Q-matrix has ``n``, ``diagonal`` (n,) float64 and
-``dtype`` (float32, as LIBSVM's Qfloat, or float64) and ``rows(idx, active)``: the block Q[idx][:, active] of
-that dtype, i.e. the working set's columns stored as rows (Q is symmetric), computed together; and ``rho_shift(alpha, X)``, what the solver's rho needs added
+``dtype`` (float32, as LIBSVM's Qfloat, or float64), ``float64()`` (the same Q with float64 columns, which
+the solver asks for where float32 cannot reach its tolerance) and ``rows(idx, active)``: the block
+Q[idx][:, active] of that dtype, i.e. the working set's columns stored as rows (Q is symmetric), computed
+together; and ``rho_shift(alpha, X)``, what the solver's rho needs added
 where the Q-matrix solves an equivalent, better conditioned problem (centred linear C-SVC). Kinds:
 
 - :class:`KernelQ`: Q_ij = y_i y_j K(x_i, x_j) (C-SVC) or K(x_i, x_j) (one-class, ``y=None``), computed
@@ -82,6 +84,16 @@ class ColumnCache:
             store_rows(self.data, victims, active, np.ascontiguousarray(block))
 
 
+def float32_columns_suffice(C_max, diag_max, tol):
+    """Whether float32 columns can reach the stopping rule's ``tol``. A support vector at its bound C moves
+    every gradient entry by C Q_ij, which float32 storage rounds by up to about C max_i Q_ii eps32 (eps32 =
+    1.2e-7); from ``tol`` on, the solver would certify a violation it cannot see. Then the columns are float64
+    (:meth:`KernelQ.float64`, :meth:`PrecomputedQ.float64`). In a sweep of 284 real-data fits (USPS, CBCL,
+    pendigits; 300 rows; linear and poly; C 0.1-1e5) this rule took all 11 fits whose true KKT violation
+    exceeded 2 tol, and 104 others (2026-11-27; /work/lead/s25/f64cols.py)."""
+    return C_max * diag_max * np.finfo(np.float32).eps < tol
+
+
 # float32 products (sgemm, twice as fast) for rbf while gamma * max ||x - mean||^2 stays below this: their
 # rounding, about 1e-7 of it, then moves an exponent by at most ~1e-5. poly and linear products are float64 (as
 # LIBSVM's): a float32 <a, b> errs by about 1e-7 sqrt(d) |a| |b|, which C times the kernel's size turns into
@@ -100,12 +112,12 @@ class KernelQ:
     (||a||^2 + ||b||^2 - 2<a, b> cancels; float32 columns lose them): Q is then not PSD and SMO cycles.
     Inner products are float64 for poly and linear, for CSR rbf and for rbf on far-out points or very large
     gamma (above :data:`RBF_FLOAT32_MAX`); other rbf products are float32 (as exact as the float32 columns they
-    fill, and twice as fast).
+    fill, and twice as fast). ``dtype`` float64 gives float64 columns from float64 products throughout.
     """
 
-    dtype = np.float32
-
-    def __init__(self, X, spec: KernelSpec, y=None):
+    def __init__(self, X, spec: KernelSpec, y=None, dtype=np.float32):
+        self._args = (X, spec, y)
+        self.dtype = np.dtype(dtype)
         self.centre = None
         if not sp.issparse(X) and (spec.kind == "rbf" or (spec.kind == "linear" and y is not None)):
             self.centre = X.mean(axis=0)
@@ -120,9 +132,14 @@ class KernelQ:
             # would run on inf and NaN
             check_finite_fit(self.diagonal.astype(np.float32), what=f"the {spec.kind} kernel values on these features",
                              remedy="rescale the features (e.g. to [0, 1]) or lower degree / gamma / |coef0|")
-        exact = spec.kind != "rbf" or sp.issparse(X) or spec.gamma * self.sq.max(initial=0.0) > RBF_FLOAT32_MAX
+        exact = (spec.kind != "rbf" or sp.issparse(X) or self.dtype == np.float64
+                 or spec.gamma * self.sq.max(initial=0.0) > RBF_FLOAT32_MAX)
         self.X = X.astype(np.float64, copy=False) if exact else X.astype(np.float32)
         self._active_key = None  # the row set _X_active was cut for
+
+    def float64(self):
+        """The same Q with float64 columns (see :func:`float32_columns_suffice`)."""
+        return KernelQ(*self._args, dtype=np.float64)
 
     def rho_shift(self, alpha, X):
         """What rho of the uncentred problem adds to the solver's: <mean, w> with w = sum_i alpha_i y_i x_i
@@ -132,7 +149,7 @@ class KernelQ:
         return float((alpha * self.y) @ (X @ self.centre))
 
     def rows(self, idx, active):
-        """Q[idx][:, active] as a (len(idx), len(active)) float32 array; ``active`` increasing indices."""
+        """Q[idx][:, active] as a (len(idx), len(active)) array of ``dtype``; ``active`` increasing indices."""
         key = self._active_key
         # keyed by the rows themselves, not their number: the solver also asks for the rows of the shrunk
         # variables (their gradient reconstruction), whose count can equal an earlier active set's, and the
@@ -143,7 +160,7 @@ class KernelQ:
             self._sq_active = self.sq if full else self.sq[active]
             self._y_active = None if self.y is None else self.y[active]
             self._active_key = np.array(active)  # a copy: the caller may reuse its array
-        out = np.empty((len(idx), len(active)), dtype=np.float32)
+        out = np.empty((len(idx), len(active)), dtype=self.dtype)
         kernel_block(self.X[idx], self._X_active, self.spec, self.sq[idx], self._sq_active, out=out)
         if self.y is not None:
             out *= self.y[idx, None]
@@ -164,6 +181,7 @@ class PrecomputedQ:
     """
 
     def __init__(self, M, y=None, dtype=np.float32):
+        self._args = (M, y)  # the caller's matrix, no copy
         M = np.asarray(M, dtype=np.float64)
         if M.ndim != 2 or M.shape[0] != M.shape[1]:
             raise ValueError(f"Q: expected a square matrix, got shape {M.shape}")
@@ -174,6 +192,10 @@ class PrecomputedQ:
         self.Q = M.astype(self.dtype, copy=False)
         self.n = M.shape[0]
         self.diagonal = np.diag(M).copy()
+
+    def float64(self):
+        """The same Q stored in float64 (see :func:`float32_columns_suffice`)."""
+        return self if self.dtype == np.float64 else PrecomputedQ(*self._args, dtype=np.float64)
 
     def rows(self, idx, active):
         """Q[idx][:, active] of ``dtype``, (len(idx), len(active)): the columns idx restricted to the active set."""

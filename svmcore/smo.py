@@ -25,7 +25,7 @@ import numba as nb
 import numpy as np
 
 from ._validation import ConvergenceWarning
-from .qmatrix import ColumnCache
+from .qmatrix import ColumnCache, float32_columns_suffice
 
 TAU = 1e-12
 _CONVERGED, _NEED_COLUMNS, _BUDGET = 0, 1, 2
@@ -373,7 +373,8 @@ def solve(Q, p, y, C, alpha0, *, tol=1e-3, working_set_size=None, cache_size=200
     on the KKT violation m(a) - M(a); ``max_iter``: bound on iterations (working sets solved; None: LIBSVM's
     safeguard, at most max(10^7, 100 n) SMO pair steps; a svmcore.ConvergenceWarning is issued when either is reached);
     ``callback(info)`` is called about every 1000 iterations with a dict (n_iter, kkt_violation, n_active,
-    seconds). Raises ValueError for an infeasible alpha0 or q < 2.
+    seconds). Raises ValueError for an infeasible alpha0 or q < 2. Columns are stored in Q's dtype, or in
+    float64 where float32 cannot reach ``tol`` (``qmatrix.float32_columns_suffice``: C max Q_ii eps32 >= tol).
     """
     n = Q.n
     y = np.ascontiguousarray(y, dtype=np.float64)
@@ -388,6 +389,8 @@ def solve(Q, p, y, C, alpha0, *, tol=1e-3, working_set_size=None, cache_size=200
     if q < 2:
         raise ValueError(f"working_set_size must be >= 2 (and n >= 2), got {working_set_size} with n={n}")
     start = time.perf_counter()
+    if Q.dtype == np.float32 and not float32_columns_suffice(C.max(), np.abs(Q.diagonal).max(), tol):
+        Q = Q.float64()
     diag = np.ascontiguousarray(Q.diagonal, dtype=np.float64)
     need = np.empty(q + max(q, 32), dtype=np.int64)  # a working set's columns, or column i + prefetch
     cache = ColumnCache(n, cache_size, 2 * len(need), Q.dtype)  # room for a request beside the working set
