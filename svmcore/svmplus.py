@@ -204,8 +204,8 @@ def _solve_relative(Q, tol):
     from .smo import solve
 
     n = Q.shape[0]
-    # float64: rho can be 1e-7 of max|Q| (pendigits, linear kernels, C ~ 30), where float32's rounding of Q
-    # (6e-8 max|Q|) swamps the tolerance tol * rho: SMO then ran into its step cap 5% above the optimum
+    # float64: rho can be 1e-7 of max|Q| (raw pendigits, linear kernels), where float32's rounding of Q (6e-8
+    # max|Q|) swamps the tolerance tol * rho: SMO then reported convergence up to 4% above the optimum
     Qm = PrecomputedQ(Q, dtype=np.float64)
     ones = np.ones(n)
     alpha = np.full(n, 1.0 / n)
