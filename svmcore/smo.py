@@ -348,14 +348,18 @@ def _gradient(Q, p, alpha, rows_of, cache=None, chunk=256):
 
 
 def compute_rho(G, alpha, y, C):
-    """LIBSVM's rho: mean of y_i G_i over free variables, else the middle of the feasible interval."""
+    """LIBSVM's rho: mean of y_i G_i over free variables, else the middle of the feasible interval.
+
+    Variables with C_i = 0 (rows of zero weight) are fixed at 0 and bound nothing: LIBSVM removes them before
+    training. Counted at their upper bound, they narrowed the interval, or moved it beyond the optimal one."""
     yG = y * G
     free = (alpha > 0) & (alpha < C)
     if free.any():
         return float(yG[free].mean())
     at_upper = alpha >= C
-    ub_mask = (at_upper & (y < 0)) | (~at_upper & (y > 0))
-    lb_mask = (at_upper & (y > 0)) | (~at_upper & (y < 0))
+    fixed = C <= 0
+    ub_mask = ((at_upper & (y < 0)) | (~at_upper & (y > 0))) & ~fixed
+    lb_mask = ((at_upper & (y > 0)) | (~at_upper & (y < 0))) & ~fixed
     ub = yG[ub_mask].min() if ub_mask.any() else np.inf
     lb = yG[lb_mask].max() if lb_mask.any() else -np.inf
     if np.isinf(ub) or np.isinf(lb):
