@@ -84,14 +84,19 @@ class ColumnCache:
             store_rows(self.data, victims, active, np.ascontiguousarray(block))
 
 
-def float32_columns_suffice(C_max, diag_max, tol):
+def float32_columns_suffice(C_max, diag_max, tol, rel_error=None):
     """Whether float32 columns can reach the stopping rule's ``tol``. A support vector at its bound C moves
     every gradient entry by C Q_ij, which float32 storage rounds by up to about C max_i Q_ii eps32 (eps32 =
     1.2e-7); from ``tol`` on, the solver would certify a violation it cannot see. Then the columns are float64
     (:meth:`KernelQ.float64`, :meth:`PrecomputedQ.float64`). In a sweep of 284 real-data fits (USPS, CBCL,
     pendigits; 300 rows; linear and poly; C 0.1-1e5) this rule took all 11 fits whose true KKT violation
-    exceeded 2 tol, and 104 others (2026-11-27; /work/lead/s25/f64cols.py)."""
-    return C_max * diag_max * np.finfo(np.float32).eps < tol
+    exceeded 2 tol, and 104 others (2026-11-27; /work/lead/s25/f64cols.py).
+
+    ``rel_error``: the columns' relative error where it exceeds float32 storage's (None: eps32), the Q-matrix's
+    ``column_rel_error``: rbf columns from float32 products err by up to about 2 gamma max ||x - mean||^2 eps32
+    (:class:`KernelQ`)."""
+    eps = np.finfo(np.float32).eps if rel_error is None else max(float(rel_error), float(np.finfo(np.float32).eps))
+    return C_max * diag_max * eps < tol
 
 
 # float32 products (sgemm, twice as fast) for rbf while gamma * max ||x - mean||^2 stays below this: their
@@ -135,6 +140,12 @@ class KernelQ:
         exact = (spec.kind != "rbf" or sp.issparse(X) or self.dtype == np.float64
                  or spec.gamma * self.sq.max(initial=0.0) > RBF_FLOAT32_MAX)
         self.X = X.astype(np.float64, copy=False) if exact else X.astype(np.float32)
+        # a float32 <a, b> errs by about eps32 |a| |b|, which moves rbf's exponent by up to 2 gamma eps32 max_i
+        # ||x_i||^2 (|K_ij| <= 1): the columns' relative error, for smo.solve's float32_columns_suffice. CBCL, 800 rows,
+        # gamma 0.05 (gamma max ||x||^2 = 4.4), C 1e3-8e3: columns up to 3.3e-6 off (float32 storage: 3e-8) and a true
+        # KKT violation of 2-3.8 tol reported below tol (2026-11-27)
+        eps32 = float(np.finfo(np.float32).eps)
+        self.column_rel_error = eps32 if exact else eps32 * max(1.0, 2.0 * spec.gamma * float(self.sq.max(initial=0.0)))
         self._active_key = None  # the row set _X_active was cut for
 
     def float64(self):

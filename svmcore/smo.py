@@ -378,7 +378,8 @@ def solve(Q, p, y, C, alpha0, *, tol=1e-3, working_set_size=None, cache_size=200
     safeguard, at most max(10^7, 100 n) SMO pair steps; a svmcore.ConvergenceWarning is issued when either is reached);
     ``callback(info)`` is called about every 1000 iterations with a dict (n_iter, kkt_violation, n_active,
     seconds). Raises ValueError for an infeasible alpha0 or q < 2. Columns are stored in Q's dtype, or in
-    float64 where float32 cannot reach ``tol`` (``qmatrix.float32_columns_suffice``: C max Q_ii eps32 >= tol).
+    float64 where float32 cannot reach ``tol`` (``qmatrix.float32_columns_suffice``: C max Q_ii eps32 >= tol, eps32
+    raised to the Q-matrix's ``column_rel_error`` where its columns come from float32 products).
     """
     n = Q.n
     y = np.ascontiguousarray(y, dtype=np.float64)
@@ -393,7 +394,8 @@ def solve(Q, p, y, C, alpha0, *, tol=1e-3, working_set_size=None, cache_size=200
     if q < 2:
         raise ValueError(f"working_set_size must be >= 2 (and n >= 2), got {working_set_size} with n={n}")
     start = time.perf_counter()
-    if Q.dtype == np.float32 and not float32_columns_suffice(C.max(), np.abs(Q.diagonal).max(), tol):
+    if Q.dtype == np.float32 and not float32_columns_suffice(C.max(), np.abs(Q.diagonal).max(), tol,
+                                                             getattr(Q, "column_rel_error", None)):
         Q = Q.float64()
     diag = np.ascontiguousarray(Q.diagonal, dtype=np.float64)
     need = np.empty(q + max(q, 32), dtype=np.int64)  # a working set's columns, or column i + prefetch

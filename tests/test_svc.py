@@ -802,3 +802,24 @@ def test_rbf_decision_values_ignore_a_common_offset(pendigits_full):
 
 def clone_of(est):
     return type(est)(**est.get_params())
+
+
+def test_rbf_columns_from_float32_products_switch_to_float64_where_they_cannot_reach_tol(cbcl):
+    # 800 CBCL rows, 10% of the labels flipped, rbf gamma 0.05 (gamma max ||x - mean||^2 = 4.4), C = 3000: below the
+    # storage rule's switch (C max Q_ii eps32 < tol), but rbf columns from float32 products err by up to 3.3e-6, not
+    # 3e-8: the fit reported 0.00095 while the true KKT violation was 0.0035 (LIBSVM's: 0.0010)
+    from svmcore.qmatrix import KernelQ, float32_columns_suffice
+    from svmcore.kernels import KernelSpec
+
+    i = np.sort(np.random.default_rng(1).choice(len(cbcl["X_train"]), 800, replace=False))
+    X, y = cbcl["X_train"][i], cbcl["y_train"][i].copy()
+    flip = np.random.default_rng(1).random(800) < 0.1
+    y[flip] = 1 - y[flip]
+    m = svmcore.SVC(kernel="rbf", gamma=0.05, C=3000.0).fit(X, y)
+    violation = _full_gradient_violation(m, X, y, 3000.0)[0]
+    assert violation <= 1.05e-3 and abs(violation - m.kkt_violation_) <= 1e-4
+    q = KernelQ(X, KernelSpec("rbf", 0.05), np.where(y == 1, 1.0, -1.0))
+    assert q.X.dtype == np.float32 and q.column_rel_error > 5 * np.finfo(np.float32).eps
+    assert float32_columns_suffice(3000.0, 1.0, 1e-3) and not float32_columns_suffice(3000.0, 1.0, 1e-3,
+                                                                                       q.column_rel_error)
+    assert q.float64().column_rel_error == np.finfo(np.float32).eps  # exact products: storage only
