@@ -177,6 +177,25 @@ def _sum(x):
 
 
 @nb.njit(cache=True)
+def _knapsack_shifted(a, hi, r, x, buf, st):
+    """x <- clip(a - t, 0, hi) with <1, x> = r (the unbiased knapsack projection), computed on a - max(a).
+
+    The projection is invariant to a common shift of a, but its threshold t is found by sums of the entries: on
+    entries of size |a| >> r (Prox-SDCA steps (s - e_y) / K_ii on features of 1e-8, K_ii ~ 1e-16) their rounding
+    (|a| eps) swamped r, and x came out summing to 1.125 r (an infeasible dual, above the primal) or to 0 (the
+    solver stalled). Shifted, the entries near the top, the only ones x keeps, are exact differences."""
+    m = a.shape[0]
+    top = a[0]
+    for i in range(1, m):
+        top = max(top, a[i])
+    for i in range(m):
+        x[i] = a[i] - top
+    _heap_init(x, buf, st)
+    t = _knapsack_threshold(buf, st, m, hi, r, 0.0, False)
+    _clip_into(x, t, hi, x)
+
+
+@nb.njit(cache=True)
 def topk_simplex_into(a, k, r, rho, x, buf):
     """x <- argmin ||a - x||^2 + rho <1, x>^2 over Delta_k(r); ``buf`` is scratch of length >= 2m."""
     m = a.shape[0]
@@ -186,9 +205,7 @@ def topk_simplex_into(a, k, r, rho, x, buf):
     if k * hi <= r:
         _clip_into(a, t, hi, x)
         return
-    hi = r / k
-    t = _knapsack_threshold(buf, st, m, hi, r, 0.0, False)
-    _clip_into(a, t, hi, x)
+    _knapsack_shifted(a, r / k, r, x, buf, st)
 
 
 @nb.njit(cache=True)
@@ -216,8 +233,7 @@ def knapsack_into(a, hi, r, rho, x, buf):
     if _sum(x) > r:
         if m * hi <= r:  # the cap alone keeps the sum feasible: only rounding got here
             return
-        t = _knapsack_threshold(buf, st, m, hi, r, 0.0, False)
-        _clip_into(a, t, hi, x)
+        _knapsack_shifted(a, hi, r, x, buf, st)
 
 
 # --- public wrappers -----------------------------------------------------------------------------------------------

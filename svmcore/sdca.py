@@ -210,13 +210,20 @@ def _cs_sub_problem(B, Aii, yp, C, na, D, alpha_new):
     (sum_S D - Aii C) / |S|; drop the entries <= beta and repeat. beta only grows, so S shrinks to the answer in at
     most na passes, usually 2-4. ``D`` is scratch (m,).
     """
+    # D and beta are taken relative to top = max_{p != yp} B_p (the solution depends on differences only): on tiny
+    # x_i (Aii ~ 1e-18 against B ~ 1) Aii C is below the rounding of B_p ~ 1, every D_p came out <= beta, the set
+    # emptied and beta = total / 0 made the model NaN. (Not the max of D: on large x_i, D_y = B_y + Aii C would
+    # swamp the differences of the other B_p.)
+    top = -np.inf
+    for p in range(na):
+        if p != yp:
+            top = max(top, B[p])
     total = -Aii * C
     for p in range(na):
-        D[p] = B[p]
-        total += B[p]
-    if yp < na:
-        D[yp] += Aii * C
-        total += Aii * C
+        D[p] = B[p] - top
+        if p == yp:
+            D[p] += Aii * C
+        total += D[p]
     n_s = na
     beta = total / n_s
     while True:
@@ -228,15 +235,15 @@ def _cs_sub_problem(B, Aii, yp, C, na, D, alpha_new):
                 D[kept] = d
                 kept += 1
                 total += d
-        if kept == n_s:
+        if kept == n_s or kept == 0:  # 0: Aii C underflows against the differences; keep the last beta
             break
         n_s = kept
         beta = total / n_s
     inv = 1.0 / Aii
     for p in range(na):
-        alpha_new[p] = min(0.0, (beta - B[p]) * inv)
+        alpha_new[p] = min(0.0, (beta - (B[p] - top)) * inv)
     if yp < na:
-        alpha_new[yp] = min(C, (beta - B[yp]) * inv)
+        alpha_new[yp] = min(C, (beta - (B[yp] - top)) * inv)
 
 
 SHORT_ROW = 32  # row length (nonzeros) from which the register-blocked loops beat plain ones (letter: 16, USPS: 104)

@@ -156,3 +156,20 @@ def test_bad_input_other_projections():
         project_knapsack([1.0, 2.0], 0.0)
     with pytest.raises(ValueError, match="NaN"):
         project_simplex([np.inf, 1.0])
+
+
+def test_huge_entries_stay_feasible():
+    """Entries of 1e15-1e20 near one another (Prox-SDCA's step on features of 1e-9): the knapsack threshold was
+    found from sums whose rounding swamped r, so x summed to 1.125 r or to 0; the projection is shift-invariant
+    there and is now computed on a - max(a)."""
+    rng = np.random.default_rng(1)
+    for big in (1e15, 1e17, 1e20):
+        for m, k in ((3, 2), (5, 2), (9, 1), (9, 4)):
+            noise = rng.normal(size=m)
+            a = big + noise
+            for x in (project_topk_simplex(a, k, 1.0, 1.0), project_knapsack(a, 1.0 / k, 1.0, 1.0)):
+                assert x.min() >= 0.0 and x.max() <= 1.0 / k + 1e-12
+                assert x.sum() == pytest.approx(1.0, abs=1e-12)  # |a| >> r: the sum constraint is active
+            # the same as the projection of moderate entries with the same differences (both have <1, x> = r)
+            np.testing.assert_allclose(project_topk_simplex(a, k, 1.0, 1.0),
+                                       project_topk_simplex(a - a.max() + 100.0, k, 1.0, 1.0), atol=1e-12)

@@ -373,3 +373,24 @@ def test_top_k_accuracy_matches_sklearn():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         top_k_accuracy(scores, y, 7)
+
+
+@pytest.mark.parametrize("kw", [dict(k=1), dict(k=2), dict(k=2, loss="beta"), dict(k=1, kernel="precomputed")])
+def test_tiny_features_feasible_steps(pendigits_full, kw):
+    """Features of 1e-9 / 1e-10 (K_ii ~ 1e-18): the block steps (s - e_y) / K_ii are ~1e18, whose rounding swamped
+    C. The knapsack projection then summed to up to 1.34 C (dual above the primal, reported converged) or to 0 (no
+    progress: 1000 epochs and a ConvergenceWarning), and the Crammer-Singer sub-problem emptied its set (NaN model,
+    a ValueError blaming overflow). W = 0 is then all but optimal: P = C n exactly, D must reach it from below."""
+    X, y = pendigits_full[0][:60], pendigits_full[1][:60]
+    for scale in (1e-9, 1e-10):
+        Xs = X * scale
+        if kw.get("kernel") == "precomputed":
+            Xs = Xs @ Xs.T
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            model = TopKSVM(C=1.0, random_state=0, **kw).fit(Xs, y)
+        n = len(y)
+        assert model.primal_objective_ == pytest.approx(n, rel=1e-6)
+        assert model.dual_objective_ <= model.primal_objective_ + 1e-9 * n  # weak duality: A feasible
+        assert model.duality_gap_ <= 1e-3 * model.primal_objective_
+        assert np.isfinite(model.decision_function(Xs[:5])).all()
