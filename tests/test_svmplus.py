@@ -392,3 +392,21 @@ def test_kernel_q_far_above_the_margin_reaches_the_optimum(pendigits_full):
     assert 0.5 * rho - ref["objective"] <= 1e-5 * ref["objective"]
     # one-class KKT recomputed in float64: (Qa)_i >= rho on all, = rho on the support, to tol relative
     assert g.min() >= rho * (1 - 2 * est.tol) and g[alpha > 0].max() <= rho * (1 + 2 * est.tol)
+
+
+def test_kernel_tiny_tol_warns_about_tol_not_degeneracy(cbcl):
+    """A tol below what rounding of Q lets SMO certify (tol rho < 1e3 eps max|Q|) on a sound problem (CBCL, rho =
+    5.3e-3): the warning blamed a degenerate problem ("rho is at rounding level, contradictory rows?"), even at
+    tol=1e-10, which the solver met (KKT violation 9.9e-11 rho). Now: no warning where tol is met, and a warning that
+    names tol where it is not."""
+    X, y = cbcl["X_train"][::14][:500], cbcl["y_train"][::14][:500]
+    X_star = X[:, ::5]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        est = KernelSVMPlus(tol=1e-10).fit(X, X_star, y)
+    assert est.kkt_violation_ <= 1e-10 * est.rho_
+    with pytest.warns(svmcore.ConvergenceWarning) as record:
+        tight = KernelSVMPlus(tol=1e-13).fit(X, X_star, y)
+    message = str(record[0].message)
+    assert "tol=1e-13" in message and "degenerate" not in message
+    assert tight.objective_ == pytest.approx(est.objective_, rel=1e-9)
