@@ -181,9 +181,12 @@ def correcting_gram(K_star_aug, C, gamma):
     A[np.diag_indices_from(A)] += gamma
     try:
         factor = scipy.linalg.cho_factor(A, lower=True, overwrite_a=True, check_finite=False)
-    except np.linalg.LinAlgError:  # rounding of C K~* (about C max|K~*| eps) swamps gamma: C / gamma near 1e15
-        raise ValueError(f"C / gamma = {C / gamma:.3g} is too large: gamma I + C (K* + 1) is not positive definite "
-                         "in floating point; lower C or raise gamma") from None
+    except np.linalg.LinAlgError:  # rounding of C K~* (about C max|K~*| eps) swamps gamma: C max|K~*| / gamma ~ 1e15
+        # (the kernel's scale counts as much as C / gamma: a linear K* of features ~ 1e8 fails at C = gamma)
+        k_max = float(np.abs(np.diag(K_star_aug)).max())  # K~* is PSD: its largest entry is on the diagonal
+        raise ValueError(f"C max(K* + 1) / gamma = {C * k_max / gamma:.3g} (C / gamma = {C / gamma:.3g}, "
+                         f"max(K* + 1) = {k_max:.3g}) is too large: gamma I + C (K* + 1) is not positive definite in "
+                         "floating point; lower C, raise gamma or scale the privileged features down") from None
     G = scipy.linalg.cho_solve(factor, K_star_aug, check_finite=False)
     return 0.5 * (G + G.T)
 
@@ -298,9 +301,9 @@ class KernelSVMPlus(_Classifier, BaseEstimator):
         """Train on X (n, d) and privileged X_star (n, d*), float arrays or scipy.sparse; y (n,) two classes.
 
         Raises ValueError for mismatched rows, NaN/inf, kernel values that overflow (features too large), a
-        single class, C <= 0, gamma <= 0, C / gamma too large to factorise (about 1e15), tol <= 0, an unknown
-        kernel or a kernel width <= 0; TypeError for non-numeric input. Returns self; a failed fit leaves an earlier
-        fit's model unchanged.
+        single class, C <= 0, gamma <= 0, C max(K* + 1) / gamma too large to factorise (about 1e15: a large C / gamma
+        or large privileged features), tol <= 0, an unknown kernel or a kernel width <= 0; TypeError for non-numeric
+        input. Returns self; a failed fit leaves an earlier fit's model unchanged.
         """
         self._check_params()
         X, Z, classes, ys = _check_fit_input(X, X_star, y)

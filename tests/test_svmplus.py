@@ -410,3 +410,14 @@ def test_kernel_tiny_tol_warns_about_tol_not_degeneracy(cbcl):
     message = str(record[0].message)
     assert "tol=1e-13" in message and "degenerate" not in message
     assert tight.objective_ == pytest.approx(est.objective_, rel=1e-9)
+
+
+def test_kernel_factorisation_error_names_the_kernel_scale(data_dir):
+    """Raw MNIST+ privileged features (0-5) times 1e7 with a linear K*: the Cholesky of gamma I + C (K* + 1) fails at
+    C = gamma = 1 because max(K* + 1) ~ 1e16; the error said "C / gamma = 1 is too large ... lower C or raise gamma",
+    which blamed the one ratio that was fine. It now gives C max(K* + 1) / gamma and names the feature scale."""
+    d = np.load(data_dir / "bench" / "mnist_plus" / "mnist_plus.npz")
+    X, X_star, y = d["X_train"].astype(np.float64), d["Xstar_train"].astype(np.float64), d["y_train"]
+    with pytest.raises(ValueError, match=r"C max\(K\* \+ 1\) / gamma = 9.9e\+15 .*scale the privileged features"):
+        KernelSVMPlus(kernel_star="linear").fit(X, X_star * 1e7, y)
+    KernelSVMPlus(kernel_star="linear").fit(X, X_star * 1e4, y)  # the scale is the cause: smaller features fit
