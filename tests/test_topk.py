@@ -394,3 +394,17 @@ def test_tiny_features_feasible_steps(pendigits_full, kw):
         assert model.dual_objective_ <= model.primal_objective_ + 1e-9 * n  # weak duality: A feasible
         assert model.duality_gap_ <= 1e-3 * model.primal_objective_
         assert np.isfinite(model.decision_function(Xs[:5])).all()
+
+
+def test_crammer_singer_large_features_converge(pendigits_full):
+    """Pen coordinates in the raw units x 100 (values to 1e4, ||x||^2 ~ 3e9, alpha ~ 1e-8 << C): the Crammer-Singer
+    sub-problem's threshold carried Aii C ~ 3e9, whose rounding moved each alpha by eps C (1e-8 of alpha); the margins
+    then jittered by 1e-16 ||x||^2 and the relative gap stalled near 0.5 for all 1000 epochs (15 s, a
+    ConvergenceWarning). Aii C cancels while alpha_y < C and is left out: 36 epochs."""
+    X, y = pendigits_full[0][:60] * 1e4, pendigits_full[1][:60]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model = TopKSVM(k=1, random_state=0, max_epochs=200).fit(X, y)
+    reference = TopKSVM(k=1, kernel="precomputed", random_state=0).fit(X @ X.T, y)  # Prox-SDCA: 923 epochs
+    assert 0 <= model.duality_gap_ <= 1e-3 * model.primal_objective_
+    assert model.dual_objective_ <= reference.primal_objective_ and reference.dual_objective_ <= model.primal_objective_
