@@ -298,7 +298,8 @@ def scan(grey, scorer, features, prefilter=None, *, scale_factor=1.2, stride=1, 
     refine: a score; coarse-to-fine search around every window scoring above it: the windows within
     stride - 1 pixels of it on its level (a stride-1 scan there), and the 3x3 windows around its centre on
     the pyramid's half step (scale s sqrt(scale_factor)) towards each neighbouring level, are scored too
-    (through the prefilter, if any). Independent of ``threshold``, so one scan at a low threshold gives the
+    (through the prefilter, if any; every window once, also where a half step rounds to the size of a level or of
+    another half step, as with steps close to 1 on small levels). Independent of ``threshold``, so one scan at a low threshold gives the
     detections at every higher one. None: the grid and the pyramid alone.
     threads: pyramid levels scanned at once (None: ``numba.get_num_threads()``, i.e. $NUMBA_NUM_THREADS or
     every core, at most MAX_THREADS = 4). Each level runs its BLAS and numba kernels on one thread: the batches
@@ -340,20 +341,34 @@ def scan(grey, scorer, features, prefilter=None, *, scale_factor=1.2, stride=1, 
         up = score > refine
         return np.column_stack([(xs[up] + WINDOW / 2) * sx, (ys[up] + WINDOW / 2) * sy])
 
-    def half_step(step):  # the 3x3 windows around the seeds on the half step above level k
-        k, seeds = step
-        level, sx, sy = _resize(grey, scales[k] * np.sqrt(scale_factor))
+    def half_step(step):  # the 3x3 windows around the seeds on a half step, less those its level scored already
+        s, seeds, done = step
+        level, sx, sy = _resize(grey, s)
+        ny, nx = level.shape[0] - WINDOW + 1, level.shape[1] - WINDOW + 1
         ys, xs = neighbours(np.rint(seeds[:, 1] / sy - WINDOW / 2).astype(np.int64),
-                            np.rint(seeds[:, 0] / sx - WINDOW / 2).astype(np.int64), 1,
-                            level.shape[0] - WINDOW + 1, level.shape[1] - WINDOW + 1)
-        return (*_score_at(level, ys, xs, scorer, features, prefilter, floor), sx, sy)
+                            np.rint(seeds[:, 0] / sx - WINDOW / 2).astype(np.int64), 1, ny, nx)
+        new = np.ones(len(ys), bool)
+        if done:
+            new = ~np.isin(ys * nx + xs, np.concatenate([y * nx + x for y, x in done]))
+        return (*_score_at(level, ys[new], xs[new], scorer, features, prefilter, floor), sx, sy)
 
     with _level_pool(threads) as run:
         found = run(scan_level, scales)
         if refine is not None:
-            # the half steps of the pyramid, only around the promising windows of the two levels on either side
+            # the half steps of the pyramid, only around the promising windows of the two levels on either side.
+            # Close to 1, a step's half step can round to the size of a level (or of another half step): that is
+            # the same level, and its windows are scored once (else they come out twice, and merging counts them
+            # as two windows)
             seeds = [centres(f) for f in found]
-            steps = [(k, np.concatenate([seeds[k], seeds[k + 1]])) for k in range(len(seeds) - 1)]
+            steps = {}
+            for k in range(len(seeds) - 1):
+                s = scales[k] * np.sqrt(scale_factor)
+                step = steps.setdefault(_level_size(H, W, s), [s, [], []])
+                step[1] += [seeds[k], seeds[k + 1]]
+            for k, (ys, xs, *_) in enumerate(found):
+                if _level_size(H, W, scales[k]) in steps:
+                    steps[_level_size(H, W, scales[k])][2].append((ys, xs))
+            steps = [(s, np.concatenate(sd), done) for s, sd, done in steps.values()]
             found += run(half_step, [st for st in steps if len(st[1])])
     boxes, windows = [], []
     for ys, xs, win, score, sx, sy in found:

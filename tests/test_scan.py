@@ -587,3 +587,25 @@ def test_scan_and_merge_parameters_are_checked(svm, astro):
             scan(astro, make_scorer(svm), window_features, **kwargs)
     with pytest.raises(TypeError, match="iou: expected a real number"):
         merge_detections(np.zeros((0, 5)), "0.3")
+
+
+def test_a_half_step_of_the_size_of_a_level_scores_its_windows_once(data_dir):
+    # audit 25: with a step close to 1, half steps round to the size of a pyramid level or of each other (levels
+    # under ~50 px at 1.02), so refine scored the same window of the same level twice. The rows came out twice,
+    # and merging counted them as two windows: a lone window passed min_neighbors=2 (2008_007676.jpg, the face at
+    # 314,122), and 132 of the 263 rows of this face crop of 2008_004176.jpg were repeats
+    det = Detector.load(Path(__file__).parents[1] / "models" / "default_detector.npz").with_params(scale_factor=1.02)
+    grey = read_grey(data_dir / "scenes_annotated_dlib_voc" / "images" / "2008_004176.jpg")[73:128, 181:236]
+    rows, win = det.scan_windows(grey, return_windows=True)
+    keys = {tuple(np.round(r[:4], 6)) for r in rows}
+    assert len(rows) > 100 and len(keys) == len(rows)
+    assert len({np.round(w, 6) for w in rows[:, 2]}) > 15  # windows from many levels and half steps
+    # the same windows as before, once each: every row is the window it names, with its score
+    H, W = grey.shape
+    for x, y, w, h, score in rows[::7]:
+        level = cv2.resize(grey, (int(round(W * 19 / w)), int(round(H * 19 / h))), interpolation=cv2.INTER_AREA)
+        i, j = int(round(y * 19 / h)), int(round(x * 19 / w))
+        assert det.score_windows(level[i:i + 19, j:j + 19][None])[0] == pytest.approx(score, abs=2e-5)
+    one = read_grey(data_dir / "scenes_annotated_dlib_voc" / "images" / "2008_007676.jpg")[113:168, 305:360]
+    lone = det.with_params(min_neighbors=2)
+    assert len(lone.scan_windows(one)) == 1 and len(lone.detect(one)) == 0
