@@ -157,7 +157,9 @@ def make_scorer(classifier):
 
 
 class Prefilter:
-    """Cascade of linear stages on normalized pixels: a window passes iff w_k'z > t_k for every stage k.
+    """Cascade of linear stages on normalized pixels: a window passes iff w_k'z > t_k for every stage k. A flat
+    window (plane residual RMS below MIN_CONTRAST grey levels: no face, and no direction z) passes no stage,
+    whatever the thresholds, as in the dense scan (its stage-0 score is -inf there).
 
     weights: (k, 19, 19) float64, each orthogonal to the plane basis (x, y, 1) and of unit norm;
     thresholds: (k,) float64. Stage 0 is evaluated densely over whole images (:func:`facedet.scan.prefilter_map`),
@@ -186,8 +188,13 @@ class Prefilter:
         return float(self.thresholds[0])
 
     def scores(self, windows):
-        """Stage scores w_k'z of (n, 19, 19) windows: (n, k) float64 (zero rows for flat windows)."""
-        return normalized_pixels(windows) @ self.weights.reshape(len(self.weights), -1).T
+        """Stage scores w_k'z of (n, 19, 19) windows: (n, k) float64 (-inf rows for flat windows, as
+        :func:`facedet.scan.prefilter_map` gives them: their z is zero, and a zero score would pass every stage
+        of a cascade whose thresholds are all negative, such as a one-stage cascade of recall 0.995)."""
+        z = normalized_pixels(windows)
+        out = z @ self.weights.reshape(len(self.weights), -1).T
+        out[~np.any(z, axis=1)] = -np.inf
+        return out
 
     def accept(self, scores):
         """Bool (n,): rows of stage scores (n, k) above every stage's threshold."""

@@ -609,3 +609,28 @@ def test_a_half_step_of_the_size_of_a_level_scores_its_windows_once(data_dir):
     one = read_grey(data_dir / "scenes_annotated_dlib_voc" / "images" / "2008_007676.jpg")[113:168, 305:360]
     lone = det.with_params(min_neighbors=2)
     assert len(lone.scan_windows(one)) == 1 and len(lone.detect(one)) == 0
+
+
+def test_flat_windows_pass_no_stage_of_any_cascade(data_dir):
+    # audit 25: the dense scan gives flat windows (residual RMS < MIN_CONTRAST) stage-0 score -inf, but
+    # Prefilter.scores gave them 0, which passes a stage of negative threshold: with a one-stage cascade (the shipped
+    # stage 0, threshold -0.037) the grid dropped them and refine's off-grid and half-step windows (Prefilter.accept)
+    # kept them. Histogram equalization stretches their noise over [-1, 1], so the SVM scores them anywhere: up to
+    # 1.5 on this crop of moon.png (3,373 off-grid flat windows there), 1.16 on 2008_001009.jpg
+    shipped = Detector.load(Path(__file__).parents[1] / "models" / "default_detector.npz")
+    one = Prefilter(shipped.prefilter.weights[:1], shipped.prefilter.thresholds[:1])
+    assert one.threshold < 0
+    grey = read_grey(data_dir / "nonface_scenes" / "skimage" / "moon.png")[:120, :160]
+    rows, win = scan(grey, shipped._scorer, window_features, one, scale_factor=1.3, stride=2, min_window=19,
+                     threshold=-100.0, refine=-100.0, return_windows=True)
+    flat = ~np.any(normalized_pixels(win), axis=1)
+    assert len(rows) > 10_000 and not flat.any()
+    # the per-window rule agrees with the dense map: flat windows of the level are -inf, and pass no stage
+    level = cv2.resize(grey, (123, 92), interpolation=cv2.INTER_AREA)
+    ys, xs = np.mgrid[0:74, 0:105].reshape(2, -1)
+    windows = cut_windows(level, ys, xs)
+    flat = ~np.any(normalized_pixels(windows), axis=1)
+    score, _ = prefilter_map(level, one)
+    S = one.scores(windows)
+    assert flat.sum() > 100 and np.isneginf(S[flat]).all() and np.isneginf(score.ravel()[flat]).all()
+    np.testing.assert_array_equal(one.accept(S), score.ravel() > one.threshold)
