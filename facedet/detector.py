@@ -60,6 +60,9 @@ def as_grey(image):
     Any size is accepted: an image too small for the smallest window the scan uses has no detections.
     Raises TypeError for a non-uint8 array and ValueError for another shape.
     """
+    if isinstance(image, (str, bytes, os.PathLike)):
+        raise TypeError(f"image: expected an array of pixels, got the path {image!r}; read it with "
+                        "facedet.imageio.read_grey (or read_rgb)")
     a = np.asarray(image)
     if a.dtype != np.uint8:
         raise TypeError(f"image: expected uint8 pixels, got dtype {a.dtype} (for floats in [0, 1]: "

@@ -1,5 +1,6 @@
 """Detector: the shipped model on astronaut.png, save/load, parameters, bootstrapping, box calibration."""
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -125,6 +126,9 @@ def test_bad_images(small):
         det.detect(np.zeros((50, 50), np.float64))
     with pytest.raises(ValueError):
         det.detect(np.zeros((50, 50, 2), np.uint8))
+    for path in ("photo.jpg", Path("photo.jpg")):  # a path, not pixels: the message names the reader
+        with pytest.raises(TypeError, match="read_grey"):
+            det.detect(path)
     assert det.detect(np.full((60, 80), 128, np.uint8)).shape == (0, 5)  # flat image: nothing
     # an image too small for any window is valid and has no faces (evaluate counts its faces as misses)
     for shape in ((10, 50), (1, 1), (0, 40)):
