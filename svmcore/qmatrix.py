@@ -157,7 +157,9 @@ class KernelQ:
         over the original rows X (n, d) (0 where X was not centred; SVM decision value w'x - rho)."""
         if self.centre is None or self.spec.kind != "linear":
             return 0.0
-        return float((alpha * self.y) @ (X @ self.centre))
+        # sum_i alpha_i y_i <x_i - mean, mean>: the <mean, mean> sum_i alpha_i y_i it leaves out is 0 (y'a = 0) up to
+        # rounding, which a large common offset turned into a wrong intercept (pendigits + 1e7)
+        return float((alpha * self.y) @ ((X - self.centre) @ self.centre))
 
     def rows(self, idx, active):
         """Q[idx][:, active] as a (len(idx), len(active)) array of ``dtype``; ``active`` increasing indices."""

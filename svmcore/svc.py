@@ -29,6 +29,8 @@ _DECISION_CHUNK = 4096
 class _KernelSVM(BaseEstimator):
     """Shared parts: hyperparameter checks, the solver call, the decision function, persistence."""
 
+    _coef_sum_zero = False  # SVC: True; OneClassSVM's dual coefficients sum to nu n, not 0
+
     _state_arrays = ("support_", "support_vectors_", "dual_coef_", "intercept_")
     _state_meta = ("gamma_", "n_features_in_", "n_iter_", "objective_", "kkt_violation_", "fit_seconds_")
 
@@ -154,14 +156,20 @@ class _KernelSVM(BaseEstimator):
         if precomputed:
             return X[:, self.support_] @ coef + self.intercept_
         spec = self._spec
-        sv, centre, sq_sv = self.support_vectors_, None, None
-        if spec.kind == "rbf" and not sp.issparse(X) and sv.shape[0]:
-            # rbf sees only differences: centre X and the support vectors on the support vectors' mean, as
-            # KernelQ centres the training rows. Uncentred, ||x||^2 + ||s||^2 - 2<x, s> cancels on features with a
-            # large common offset (pendigits + 1e7: decision values 5.8 off, 6% of the predictions flipped)
+        sv, centre, sq_sv, offset = self.support_vectors_, None, None, 0.0
+        centred = spec.kind == "rbf" or (spec.kind == "linear" and self._coef_sum_zero)
+        if centred and not sp.issparse(X) and sv.shape[0]:
+            # centre X and the support vectors on the support vectors' mean, as KernelQ centres the training rows.
+            # Uncentred, on features with a large common offset (pendigits + 1e7), ||x||^2 + ||s||^2 - 2<x, s>
+            # cancels for rbf (decision values 5.8 off, 6% of the predictions flipped), and so does
+            # sum_i coef_i <x, s_i> for a linear C-SVC, whose coefficients sum to 0 per model (y'a = 0; 24% flipped):
+            # with c the mean, sum_i coef_i <x, s_i> = sum_i coef_i <x - c, s_i - c> + sum_i coef_i <c, s_i - c>
             centre = sv.mean(axis=0)
             sv = sv - centre
-            sq_sv = row_norms_sq(sv)
+            if spec.kind == "rbf":
+                sq_sv = row_norms_sq(sv)
+            else:
+                offset = (sv @ centre) @ coef
         out = np.empty((X.shape[0], coef.shape[1]))
         for s in range(0, X.shape[0], _DECISION_CHUNK):  # one kernel block serves all the binary models
             block = X[s:s + _DECISION_CHUNK] if centre is None else X[s:s + _DECISION_CHUNK] - centre
@@ -170,7 +178,7 @@ class _KernelSVM(BaseEstimator):
             # read NaN as "not > 0", a silent class
             raise ValueError(f"X: the {spec.kind} kernel values on these features overflow (NaN decision values); "
                              "scale X as the training data were")
-        return out + self.intercept_
+        return out + (self.intercept_ + offset)
 
     def decision_function(self, X):
         """Decision values f(x) = sum_i dual_coef_i K(sv_i, x) + intercept_, shape (n,) float64.
@@ -262,6 +270,8 @@ class SVC(ClassifierMixin, _KernelSVM):
     unknown kernel, bad class_weight; :class:`svmcore.NotFittedError` (a ValueError) before fit.
     Working-set selection and the SMO step: Fan, Chen, Lin, JMLR 2005 (LIBSVM).
     """
+
+    _coef_sum_zero = True  # each binary model's dual coefficients sum to 0 (y'a = 0)
 
     _state_arrays = _KernelSVM._state_arrays + ("classes_",)
     _prob_arrays = ("probA_", "probB_")  # saved iff probability=True
