@@ -339,7 +339,9 @@ def test_ctrl_c_while_the_command_loads_exits_130_without_a_traceback(data_dir):
     time.sleep(0.4)  # numpy, typer and numba are loading (a detection takes over a second from start)
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=120)
-    assert proc.returncode == 130 and "interrupted" in err and "Traceback" not in err and out == ""
+    # -2 (ended by SIGINT, which a shell also reports as 130): CPython does that at exit when a KeyboardInterrupt
+    # escaped a nested PyRun_* call during an import, even though main() caught it (3 of 12 runs here)
+    assert proc.returncode in (130, -signal.SIGINT) and "interrupted" in err and "Traceback" not in err and out == ""
 
 
 def test_train_checks_scan_options_before_fitting(small_npz, tmp_path, monkeypatch):
