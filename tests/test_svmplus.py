@@ -401,15 +401,15 @@ def test_kernel_tiny_tol_warns_about_tol_not_degeneracy(cbcl):
     names tol where it is not."""
     X, y = cbcl["X_train"][::14][:500], cbcl["y_train"][::14][:500]
     X_star = X[:, ::5]
-    with warnings.catch_warnings():
+    with warnings.catch_warnings():  # tol * rho = 5e-12, 10x the rounding level (1e-10 sat at it: BLAS-dependent)
         warnings.simplefilter("error")
-        est = KernelSVMPlus(tol=1e-10).fit(X, X_star, y)
-    assert est.kkt_violation_ <= 1e-10 * est.rho_
+        est = KernelSVMPlus(tol=1e-9).fit(X, X_star, y)
+    assert est.kkt_violation_ <= 1e-9 * est.rho_
     with pytest.warns(svmcore.ConvergenceWarning) as record:
         tight = KernelSVMPlus(tol=1e-13).fit(X, X_star, y)
     message = str(record[0].message)
     assert "tol=1e-13" in message and "degenerate" not in message
-    assert tight.objective_ == pytest.approx(est.objective_, rel=1e-9)
+    assert tight.objective_ == pytest.approx(est.objective_, rel=1e-8)
 
 
 def test_kernel_factorisation_error_names_the_kernel_scale(data_dir):
