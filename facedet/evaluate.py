@@ -291,7 +291,8 @@ def _pr_curve(scores, hits, n_truth):
     s, h = scores[order], hits[order]
     tp = np.cumsum(h)
     fp = np.cumsum(~h)
-    last = np.r_[np.flatnonzero(np.diff(s) != 0), len(s) - 1] if len(s) else np.zeros(0, np.int64)
+    # s[1:] != s[:-1], not np.diff(s) != 0: inf - inf is NaN, which split tied infinite scores into several points
+    last = np.r_[np.flatnonzero(s[1:] != s[:-1]), len(s) - 1] if len(s) else np.zeros(0, np.int64)
     tp, fp = tp[last], fp[last]
     recall = tp / n_truth if n_truth else np.full(len(last), np.nan)
     return tp / (tp + fp), recall, s[last]

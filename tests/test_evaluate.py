@@ -342,3 +342,18 @@ def test_iou_of_a_box_with_itself_is_exactly_one_and_ignore_flags_are_booleans()
     for bad in (["0"], ["false"], [0.4], [2]):  # astype(bool) read each as True: a real face dropped
         with pytest.raises(ValueError, match="ignore: expected booleans or 0/1"):
             match_detections([[0, 0, 10, 10, 1.]], truth, bad)
+
+
+@pytest.mark.parametrize("score", [np.inf, -np.inf, 3.0])
+def test_tied_infinite_scores_are_one_point_of_the_curve(boxes_csv, score):
+    # infinite scores are accepted (only NaN is refused). Tied at +-inf, the hits and the false positives were
+    # split into several curve points (np.diff: inf - inf is NaN, which compares unequal to 0), so the order of
+    # the ties set the curve and the AP: 0.703 (50 points) at +-inf against 0.5 (1 point) at any finite tied score
+    ann = read_annotations(boxes_csv, split="test")
+    dets = {k: np.r_[np.c_[b, np.full(len(b), score)],
+                     np.c_[b + [0.4, 0, 0, 0] * b[:, [2, 2, 2, 2]], np.full(len(b), score)]]
+            for k, (b, _) in ann.items()}
+    r = evaluate_detections(dets, ann)
+    assert (r.detection_rate, r.false_positives, r.n_detections) == (1.0, 25, 50)
+    assert r.thresholds.tolist() == [score] and r.precision.tolist() == [0.5] and r.recall.tolist() == [1.0]
+    assert r.average_precision == 0.5
