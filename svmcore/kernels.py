@@ -133,6 +133,35 @@ def row_norms_sq(X):
     return np.einsum("ij,ij->i", X, X)
 
 
+def sparse_centre(X, mean):
+    """A centre for CSR rows that leaves them sparse: (c, columns), c the mean ``mean`` (d,) of the rows X (n, d),
+    dense or CSR, kept on the fewest columns (sorted) whose removal leaves at most the spread of the rows,
+    sum_{j not kept} mean_j^2 <= mean_i ||x_i - mean||^2, and 0 elsewhere; (None, None) if no column needs it (text
+    data, whose mean is small against the spread).
+
+    rbf kernels and the linear C-SVC's sum_i coef_i <x, s_i> are the same on rows shifted by any c in exact
+    arithmetic; shifted by this one, no squared norm or inner product exceeds a few times the spread, so that none
+    cancels (a common offset such as pendigits + 1e7 as CSR: all columns; a single far-off column: that one)."""
+    c2 = mean * mean
+    spread = max(float(row_norms_sq(X).mean() - c2.sum()), 0.0)  # rounding only makes it smaller: more columns
+    order = np.argsort(c2, kind="stable")
+    left_out = int(np.searchsorted(np.cumsum(c2[order]), spread, side="right"))
+    columns = np.sort(order[left_out:])
+    if not columns.size:
+        return None, None
+    c = np.zeros_like(mean)
+    c[columns] = mean[columns]
+    return c, columns
+
+
+def shift_csr(X, c, columns):
+    """X - c for a CSR X (m, d) and c (d,) zero outside ``columns`` (sorted): a CSR matrix whose entries in those
+    columns are x_ij - c_j, each rounded once (m * len(columns) more entries at most)."""
+    m, k = X.shape[0], columns.size
+    C = sp.csr_matrix((np.tile(c[columns], m), np.tile(columns, m), np.arange(0, m * k + 1, k)), shape=X.shape)
+    return sp.csr_matrix(X - C)
+
+
 def kernel_block(A, B, spec: KernelSpec, sq_a=None, sq_b=None, out=None):
     """K(A, B) as an (m, k) array (float64 unless ``out`` is given, e.g. float32).
 

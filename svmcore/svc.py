@@ -17,7 +17,8 @@ from ._validation import (NotFittedError, check_array, check_choice, check_class
                           check_labels, check_n_features, check_precomputed_kernel, check_random_state,
                           check_sample_weight, check_scalar, make_rng, row_weights)
 from .base import BaseEstimator, ClassifierMixin
-from .kernels import KernelSpec, check_gamma, densify_if_cheaper, kernel_block, resolve_kernel, row_norms_sq
+from .kernels import (KernelSpec, check_gamma, densify_if_cheaper, kernel_block, resolve_kernel, row_norms_sq,
+                      shift_csr, sparse_centre)
 from .multiclass import ovo_pairs, ovo_votes
 from .probability import MIN_PROB, fit_sigmoid, pairwise_coupling, sigmoid_predict
 from .qmatrix import KernelQ, PrecomputedQ
@@ -158,22 +159,32 @@ class _KernelSVM(BaseEstimator):
         spec = self._spec
         sv, centre, sq_sv, offset = self.support_vectors_, None, None, 0.0
         centred = spec.kind == "rbf" or (spec.kind == "linear" and self._coef_sum_zero)
-        if centred and not sp.issparse(X) and sv.shape[0]:
+        step = _DECISION_CHUNK
+        if centred and sv.shape[0]:
             # centre X and the support vectors on the support vectors' mean, as KernelQ centres the training rows.
             # Uncentred, on features with a large common offset (pendigits + 1e7), ||x||^2 + ||s||^2 - 2<x, s>
             # cancels for rbf (decision values 5.8 off, 6% of the predictions flipped), and so does
             # sum_i coef_i <x, s_i> for a linear C-SVC, whose coefficients sum to 0 per model (y'a = 0; 24% flipped):
-            # with c the mean, sum_i coef_i <x, s_i> = sum_i coef_i <x - c, s_i - c> + sum_i coef_i <c, s_i - c>
-            centre = sv.mean(axis=0)
-            sv = sv - centre
-            if spec.kind == "rbf":
-                sq_sv = row_norms_sq(sv)
-            else:
-                offset = (sv @ centre) @ coef
+            # with c the mean, sum_i coef_i <x, s_i> = sum_i coef_i <x - c, s_i - c> + sum_i coef_i <c, s_i - c>.
+            # Any c gives these identities: CSR rows are shifted only in the columns that hold the offset
+            # (kernels.sparse_centre), which stay few, so that they stay sparse (text data: none)
+            centre, columns = sv.mean(axis=0), None
+            if sp.issparse(X):
+                centre, columns = sparse_centre(sv, centre)
+                if columns is not None:  # a CSR block gains len(columns) entries a row
+                    step = max(1, min(step, 2**22 // columns.size))
+            if centre is not None:
+                sv = sv - centre
+                if spec.kind == "rbf":
+                    sq_sv = row_norms_sq(sv)
+                else:
+                    offset = (sv @ centre) @ coef
         out = np.empty((X.shape[0], coef.shape[1]))
-        for s in range(0, X.shape[0], _DECISION_CHUNK):  # one kernel block serves all the binary models
-            block = X[s:s + _DECISION_CHUNK] if centre is None else X[s:s + _DECISION_CHUNK] - centre
-            out[s:s + _DECISION_CHUNK] = kernel_block(block, sv, spec, sq_b=sq_sv) @ coef
+        for s in range(0, X.shape[0], step):  # one kernel block serves all the binary models
+            block = X[s:s + step]
+            if centre is not None:
+                block = block - centre if columns is None else shift_csr(block, centre, columns)
+            out[s:s + step] = kernel_block(block, sv, spec, sq_b=sq_sv) @ coef
         if np.isnan(out).any():  # X and the model are finite: kernel values overflowed (inf - inf); predict would
             # read NaN as "not > 0", a silent class
             raise ValueError(f"X: the {spec.kind} kernel values on these features overflow (NaN decision values); "
