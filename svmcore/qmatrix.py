@@ -20,7 +20,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ._validation import check_finite_fit
-from .kernels import KernelSpec, kernel_block, kernel_diagonal, row_norms_sq
+from .kernels import KernelSpec, kernel_block, kernel_diagonal, row_norms_sq, shift_csr, sparse_centre
 
 
 @nb.njit(cache=True, nogil=True)
@@ -111,9 +111,10 @@ RBF_FLOAT32_MAX = 100.0
 class KernelQ:
     """Q for a kernel SVM on samples X (n, d), float64 array or CSR; ``y`` (n,) of +-1 or None (one-class).
 
-    Dense X is centred where that leaves the problem unchanged: for rbf, which sees only differences, and
+    X is centred where that leaves the problem unchanged: for rbf, which sees only differences, and
     for the linear C-SVC, whose dual is unchanged because y'a = 0 (its rho moves by <mean, w>:
-    :meth:`rho_shift`). A large common offset would otherwise dwarf the differences the solver needs
+    :meth:`rho_shift`); CSR X only in the columns that hold an offset (:func:`svmcore.kernels.sparse_centre`; none
+    for text data), so that it stays sparse. A large common offset would otherwise dwarf the differences the solver needs
     (||a||^2 + ||b||^2 - 2<a, b> cancels; float32 columns lose them): Q is then not PSD and SMO cycles.
     Inner products are float64 for poly and linear, for CSR rbf and for rbf on far-out points or very large
     gamma (above :data:`RBF_FLOAT32_MAX`); other rbf products are float32 (as exact as the float32 columns they
@@ -123,10 +124,15 @@ class KernelQ:
     def __init__(self, X, spec: KernelSpec, y=None, dtype=np.float32):
         self._args = (X, spec, y)
         self.dtype = np.dtype(dtype)
-        self.centre = None
-        if not sp.issparse(X) and (spec.kind == "rbf" or (spec.kind == "linear" and y is not None)):
-            self.centre = X.mean(axis=0)
-            X = X - self.centre
+        self.centre = self.columns = None
+        if spec.kind == "rbf" or (spec.kind == "linear" and y is not None):
+            if sp.issparse(X):  # shifted in the columns that hold an offset only, so that the rows stay sparse
+                self.centre, self.columns = sparse_centre(X, np.asarray(X.mean(axis=0)).ravel())
+                if self.centre is not None:
+                    X = shift_csr(X, self.centre, self.columns)
+            else:
+                self.centre = X.mean(axis=0)
+                X = X - self.centre
         self.n = X.shape[0]
         self.spec = spec
         self.y = None if y is None else np.asarray(y, dtype=np.float32)
@@ -159,7 +165,8 @@ class KernelQ:
             return 0.0
         # sum_i alpha_i y_i <x_i - mean, mean>: the <mean, mean> sum_i alpha_i y_i it leaves out is 0 (y'a = 0) up to
         # rounding, which a large common offset turned into a wrong intercept (pendigits + 1e7)
-        return float((alpha * self.y) @ ((X - self.centre) @ self.centre))
+        shifted = shift_csr(X, self.centre, self.columns) if sp.issparse(X) else X - self.centre
+        return float((alpha * self.y) @ (shifted @ self.centre))
 
     def rows(self, idx, active):
         """Q[idx][:, active] as a (len(idx), len(active)) array of ``dtype``; ``active`` increasing indices."""
