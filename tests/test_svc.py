@@ -845,6 +845,22 @@ def test_csr_rows_get_the_decision_values_of_the_same_rows_dense(pendigits_full)
             np.testing.assert_array_equal(m.predict(sp.csr_matrix(Xt)), m.predict(Xt))
 
 
+def test_probability_cross_validation_ignores_a_common_offset(pendigits_full):
+    # the out-of-fold decision values for Platt's sigmoid were not centred as decision_function is: pendigits 3 vs
+    # 9 + 1e7 got sigmoids of slope -2.31 (rbf) / -1.66 (linear) against -4.48 / -3.63 without the offset, and
+    # probabilities 0.22 / 0.24 off (dense rows and CSR rows alike)
+    X, y, Xt, yt = pendigits_full
+    rows, test = np.flatnonzero((y == 3) | (y == 9))[:400], np.flatnonzero((yt == 3) | (yt == 9))
+    X, y, Xt = X[rows], y[rows], Xt[test]
+    for kw in (dict(kernel="rbf", gamma=2.0, C=10.0), dict(kernel="linear", C=1.0)):
+        plain = svmcore.SVC(**kw, probability=True, random_state=0).fit(X, y)
+        for far in (X + 1e7, sp.csr_matrix(X + 1e7)):
+            m = svmcore.SVC(**kw, probability=True, random_state=0).fit(far, y)
+            assert m.probA_[0] == pytest.approx(plain.probA_[0], rel=1e-3)
+            assert m.probB_[0] == pytest.approx(plain.probB_[0], abs=1e-3)
+            np.testing.assert_allclose(m.predict_proba(Xt + 1e7), plain.predict_proba(Xt), atol=1e-3)
+
+
 def clone_of(est):
     return type(est)(**est.get_params())
 
