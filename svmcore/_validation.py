@@ -22,6 +22,9 @@ def check_array(X, name="X", *, ndim=2, allow_sparse=False, dtype=np.float64, mi
     if sp.issparse(X):
         if not allow_sparse:
             raise TypeError(f"{name}: sparse input is not supported here; pass a dense array")
+        if X.ndim != 2:  # a 1-D scipy sparse array (coo_array, dok_array); scipy's own error does not name X
+            hint = "; Reshape your data: X.reshape(1, -1) for a single sample" if X.ndim == 1 else ""
+            raise ValueError(f"{name}: expected a 2-D sparse matrix, got shape {X.shape}{hint}")
         X = sp.csr_matrix(X)
         if not (np.issubdtype(X.dtype, np.number) or X.dtype == bool) or np.issubdtype(X.dtype, np.complexfloating):
             raise TypeError(f"{name}: expected real numbers, got dtype {X.dtype}")

@@ -424,3 +424,30 @@ def test_kernel_svm_plus_with_c_over_gamma_beyond_floating_point_says_so(patches
     X, y = patches  # Cholesky of gamma I + C (K* + 1) failed with numpy's "leading minor is not positive definite"
     with pytest.raises(ValueError, match="C max\\(K\\* \\+ 1\\) / gamma = 2e\\+20 \\(C / gamma = 1e\\+20"):
         svmcore.KernelSVMPlus(C=1e20, gamma=1.0).fit(X, X[:, :2], y)
+
+
+@pytest.mark.filterwarnings("ignore::svmcore.ConvergenceWarning")  # short runs: the models only need to exist
+@pytest.mark.filterwarnings("ignore:Constructing a DIA matrix")
+def test_sparse_inputs_of_every_scipy_kind_and_one_dimensional_sparse_arrays(patches):
+    # every scipy sparse format, matrix or array, gives the decision values of the same rows dense; a 1-D sparse
+    # array (scipy's coo_array / dok_array may be 1-D) is refused naming X, as a 1-D dense array is (it raised
+    # scipy's "shape must have length in (2,). Got new_shape=(361,)", which names neither X nor the remedy)
+    import scipy.sparse as sp
+
+    X, y = patches
+    X = np.where(X > 0.5, X, 0.0)  # half the pixels zero
+    models = [svmcore.SVC(kernel="rbf").fit(sp.csr_matrix(X), y), svmcore.OneClassSVM().fit(sp.csc_matrix(X)),
+              svmcore.PmSVM(random_state=0).fit(sp.coo_array(X), y), svmcore.TopKSVM(random_state=0).fit(sp.lil_matrix(X), y),
+              svmcore.LinearSVMPlus(max_iter=20, random_state=0).fit(sp.dok_matrix(X), sp.bsr_matrix(X), y)]
+    kinds = (sp.csr_matrix, sp.csc_matrix, sp.coo_matrix, sp.dok_matrix, sp.lil_matrix, sp.bsr_matrix, sp.dia_matrix,
+             sp.csr_array, sp.coo_array, sp.dok_array)
+    for m in models:
+        dense = m.decision_function(X)
+        for kind in kinds:
+            np.testing.assert_allclose(m.decision_function(kind(X)), dense, atol=1e-9)
+        for one_d in (sp.coo_array(X[0]), sp.dok_array(X[0])):
+            with pytest.raises(ValueError, match=r"X: expected a 2-D sparse matrix, got shape \(361,\); Reshape"):
+                m.decision_function(one_d)
+        with pytest.raises(ValueError, match=r"X: expected a 2-D"):
+            m.fit(sp.coo_array(X[0]), y[:1]) if not isinstance(m, svmcore.LinearSVMPlus) else m.fit(
+                sp.coo_array(X[0]), X[:1], y[:1])
