@@ -157,9 +157,10 @@ def sparse_centre(X, mean):
 
     rbf kernels and the linear C-SVC's sum_i coef_i <x, s_i> are the same on rows shifted by any c in exact
     arithmetic; shifted by this one, no squared norm or inner product exceeds a few times the spread, so that none
-    cancels (a common offset such as pendigits + 1e7 as CSR: all columns; a single far-off column: that one)."""
+    cancels (a common offset such as pendigits + 1e7 as CSR: all columns; a single far-off column: that one). The
+    spread is computed in two passes (:func:`_spread`)."""
     c2 = mean * mean
-    spread = max(float(row_norms_sq(X).mean() - c2.sum()), 0.0)  # rounding only makes it smaller: more columns
+    spread = _spread(X, mean)
     order = np.argsort(c2, kind="stable")
     left_out = int(np.searchsorted(np.cumsum(c2[order]), spread, side="right"))
     columns = np.sort(order[left_out:])
@@ -168,6 +169,24 @@ def sparse_centre(X, mean):
     c = np.zeros_like(mean)
     c[columns] = mean[columns]
     return c, columns
+
+
+def _spread(X, mean):
+    """mean_i ||x_i - mean||^2 over the rows of X (n, d), dense or CSR (canonical), in two passes: the stored entries'
+    (x_ij - mean_j)^2 plus mean_j^2 for each entry not stored. mean_i ||x_i||^2 - ||mean||^2 cancels where the mean is
+    large: 400 reuters rows beside a column of 1e8 got 3,266 columns shifted (1.3M entries instead of 17.7k, the rbf
+    fit 50x slower) where that one column sufficed."""
+    n = X.shape[0]
+    if sp.issparse(X):
+        X = sp.csr_matrix(X)
+        dev = X.data - mean[X.indices]
+        stored = np.bincount(X.indices, minlength=X.shape[1])
+        return float((dev @ dev + (n - stored) @ (mean * mean)) / n)
+    total = 0.0
+    for s in range(0, n, 1024):  # row blocks: no second copy of X
+        block = X[s:s + 1024] - mean
+        total += float(np.einsum("ij,ij->", block, block))
+    return total / n
 
 
 def shift_csr(X, c, columns):
