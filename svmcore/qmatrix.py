@@ -127,7 +127,7 @@ class KernelQ:
         self.centre = self.columns = None
         if spec.kind == "rbf" or (spec.kind == "linear" and y is not None):
             if sp.issparse(X):  # shifted in the columns that hold an offset only, so that the rows stay sparse
-                self.centre, self.columns = sparse_centre(X, np.asarray(X.mean(axis=0)).ravel())
+                self.centre, self.columns = sparse_centre(X)
                 if self.centre is not None:
                     X = shift_csr(X, self.centre, self.columns)
             else:

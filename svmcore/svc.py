@@ -210,13 +210,12 @@ def _kernel_decision(X, sv, coef, spec, centred):
     (:func:`svmcore.kernels.sparse_centre`; none for text data), so that the rows stay sparse."""
     sq_sv, offset, centre, columns, step = None, 0.0, None, None, _DECISION_CHUNK
     if centred and sv.shape[0]:
-        mean = np.asarray(sv.mean(axis=0)).ravel()
         if sp.issparse(X) or sp.issparse(sv):
-            centre, columns = sparse_centre(sv, mean)
+            centre, columns = sparse_centre(sv)
             if columns is not None:  # a CSR block gains len(columns) entries a row
                 step = max(1, min(step, 2**22 // columns.size))
         else:
-            centre = mean
+            centre = sv.mean(axis=0)
         if centre is not None:
             sv = shift_csr(sv, centre, columns) if sp.issparse(sv) else sv - centre
             if spec.kind == "rbf":

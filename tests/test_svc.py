@@ -752,18 +752,25 @@ def test_csr_rows_are_shifted_only_in_the_columns_that_hold_an_offset(data_dir, 
     # spread came out <= 0 and all 3,266 columns of nonzero mean were shifted (400 reuters rows: 1.3M entries
     # instead of 17.7k, the rbf fit 0.96 s instead of 0.019 s) where the one far-off column sufficed
     X, y, _, _ = _svmlight(data_dir, "reuters_lasvm/reuters.trn.bz2", 8315, 400)
-    assert svmcore.kernels.sparse_centre(X, np.asarray(X.mean(axis=0)).ravel()) == (None, None)  # text data
+    assert svmcore.kernels.sparse_centre(X) == (None, None)  # text data
     far = sp.hstack([X, sp.csr_matrix(1e8 + np.random.default_rng(0).random((400, 1)))], format="csr")
     mean = np.asarray(far.mean(axis=0)).ravel()
     for rows in (far, far.toarray()):  # support vectors are dense
-        c, columns = svmcore.kernels.sparse_centre(rows, mean)
-        assert columns.tolist() == [8315] and c[8315] == mean[8315] and np.count_nonzero(c) == 1
+        c, columns = svmcore.kernels.sparse_centre(rows)
+        assert columns.tolist() == [8315] and c[8315] == pytest.approx(mean[8315], rel=1e-12)
+        assert np.count_nonzero(c) == 1
+    # the O(nnz) screen's two numbers, against numpy on the dense copy
+    total, spread = svmcore.kernels._csr_mean_sq_and_spread(far.indices, far.data, 400, far.shape[1])
+    dense = far.toarray()
+    assert total == pytest.approx(mean @ mean, rel=1e-12)
+    assert spread == pytest.approx(((dense - dense.mean(axis=0)) ** 2).sum(axis=1).mean(), rel=1e-9)
     shifted = svmcore.kernels.shift_csr(far, c, columns)
     assert shifted.nnz == far.nnz
     np.testing.assert_allclose(shifted.toarray(), far.toarray() - c, atol=1e-7)
     # a common offset in every column shifts them all
     P = pendigits_full[0][:400] + 1e7
-    assert svmcore.kernels.sparse_centre(sp.csr_matrix(P), P.mean(axis=0))[1].tolist() == list(range(16))
+    assert svmcore.kernels.sparse_centre(sp.csr_matrix(P))[1].tolist() == list(range(16))
+    assert svmcore.kernels.sparse_centre(P)[1].tolist() == list(range(16))
 
 
 def test_sparse_rows_go_dense_only_where_the_dense_product_is_cheaper(data_dir, monkeypatch):
