@@ -103,8 +103,7 @@ class _KernelSVM(BaseEstimator):
             return X[np.ix_(rows, train[sv])] @ coef[sv] + intercept
         # centred as decision_function: uncentred, pendigits 3 vs 9 + 1e7 cross-validated into sigmoids of slope
         # -2.3 (rbf) / -1.7 (linear) instead of -4.5 / -3.6, probabilities 0.22 / 0.24 off
-        centred = spec.kind in ("rbf", "linear")  # (a C-SVC's coefficients sum to 0)
-        return _kernel_decision(X[rows], X[train[sv]], coef[sv, None], spec, centred)[:, 0] + intercept
+        return _kernel_decision(X[rows], X[train[sv]], coef[sv, None], spec, coef_sum_zero=True)[:, 0] + intercept
 
     def _store(self, X, spec, results, coef, intercept):
         """Keep the rows with a nonzero coefficient in any of the binary models: coef (n_models, n),
@@ -158,8 +157,7 @@ class _KernelSVM(BaseEstimator):
         if precomputed:
             return X[:, self.support_] @ coef + self.intercept_
         spec = self._spec
-        centred = spec.kind == "rbf" or (spec.kind == "linear" and self._coef_sum_zero)
-        out = _kernel_decision(X, self.support_vectors_, coef, spec, centred)
+        out = _kernel_decision(X, self.support_vectors_, coef, spec, self._coef_sum_zero)
         if np.isnan(out).any():  # X and the model are finite: kernel values overflowed (inf - inf); predict would
             # read NaN as "not > 0", a silent class
             raise ValueError(f"X: the {spec.kind} kernel values on these features overflow (NaN decision values); "
@@ -197,19 +195,19 @@ class _KernelSVM(BaseEstimator):
                              f"expected ({n_sv}, {self.n_features_in_})")
 
 
-def _kernel_decision(X, sv, coef, spec, centred):
+def _kernel_decision(X, sv, coef, spec, coef_sum_zero):
     """sum_i coef[i, m] K(sv_i, x) for each row x of X (n, d) and model m: (n, m) float64. X and the support vectors
-    sv (n_sv, d) are arrays or CSR matrices; coef (n_sv, m); ``centred``: rbf, or linear with every column of coef
-    summing to 0 (a C-SVC, y'a = 0).
+    sv (n_sv, d) are arrays or CSR matrices; coef (n_sv, m); ``coef_sum_zero``: every column of coef sums to 0 (a
+    C-SVC, y'a = 0; not OneClassSVM).
 
-    Centred, X and sv are shifted by the support vectors' mean c, as KernelQ centres the training rows. Unshifted,
+    For rbf, and for linear where ``coef_sum_zero``, X and sv are shifted by the support vectors' mean c, as KernelQ centres the training rows. Unshifted,
     on features with a large common offset (pendigits + 1e7), ||x||^2 + ||s||^2 - 2<x, s> cancels for rbf (decision
     values 5.8 off, 6% of the predictions flipped), and so does sum_i coef_i <x, s_i> for a linear C-SVC (24%
     flipped): sum_i coef_i <x, s_i> = sum_i coef_i <x - c, s_i - c> + sum_i coef_i <c, s_i - c>. Any c gives these
     identities: where X or sv is CSR, c is the mean only in the columns that hold an offset
     (:func:`svmcore.kernels.sparse_centre`; none for text data), so that the rows stay sparse."""
     sq_sv, offset, centre, columns, step = None, 0.0, None, None, _DECISION_CHUNK
-    if centred and sv.shape[0]:
+    if (spec.kind == "rbf" or (spec.kind == "linear" and coef_sum_zero)) and sv.shape[0]:
         if sp.issparse(X) or sp.issparse(sv):
             centre, columns = sparse_centre(sv)
             if columns is not None:  # a CSR block gains len(columns) entries a row
