@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+import scipy.sparse as sp
 
 from svmcore._validation import check_scalar
 
@@ -148,7 +149,8 @@ def bootstrap(detector, negative_images, rounds, *, features=None, labels=None, 
             raise ValueError("bootstrap: labels given without features")
         if not hasattr(clf, "support_vectors_"):
             raise ValueError(f"bootstrap: a {type(clf).__name__} keeps no training rows; pass features and labels")
-        features = np.asarray(clf.support_vectors_)
+        features = clf.support_vectors_  # CSR if the SVC was fitted on CSR rows (np.asarray: a 0-d object array)
+        features = features.toarray() if sp.issparse(features) else np.asarray(features)
         labels = (np.ravel(clf.dual_coef_) > 0).astype(np.int64)
     elif labels is None:
         raise ValueError("bootstrap: features given without labels")

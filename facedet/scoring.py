@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import numpy as np
+import scipy.sparse as sp
 
 from .features import RAMP_X, RAMP_Y, normalized_pixels
 from .preprocess import WINDOW
@@ -142,7 +143,8 @@ def make_scorer(classifier):
         return LUTScorer(table[0], classifier.x_max_, classifier.intercept_[0])
     kernel, degree = _fitted(classifier, "kernel"), _fitted(classifier, "degree")
     if kernel == "linear" or (kernel == "poly" and degree in (1, 2)):
-        S = np.asarray(classifier.support_vectors_, dtype=np.float64)
+        S = classifier.support_vectors_  # CSR if the SVC was fitted on CSR rows, which np.asarray cannot convert
+        S = S.toarray() if sp.issparse(S) else np.asarray(S, dtype=np.float64)
         a = np.asarray(classifier.dual_coef_, dtype=np.float64).ravel()
         b = float(np.ravel(classifier.intercept_)[0])
         p = S.shape[1]

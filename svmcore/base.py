@@ -6,6 +6,7 @@ import inspect
 import numbers
 
 import numpy as np
+import scipy.sparse as sp
 
 from . import persistence
 from ._validation import (check_fitted, check_sample_weight, class_sample_weight, class_weight_from_json,
@@ -18,8 +19,9 @@ class BaseEstimator:
     Subclasses list their learned arrays in ``_state_arrays`` and learned scalars (numbers) in
     ``_state_meta``; :meth:`save` stores exactly those, and ``svmcore.load`` restores them after
     calling ``_check_state``: the hyperparameter checks of ``fit`` (``_check_params``) plus the shape
-    checks subclasses add. Works with scikit-learn's model selection (``clone``, ``GridSearchCV``,
-    ``Pipeline``) without depending on it.
+    checks subclasses add. Arrays named in ``_sparse_arrays`` may be scipy.sparse CSR matrices, which files hold
+    as their CSR parts, for every estimator alike (:func:`svmcore.persistence.split_sparse`). Works with
+    scikit-learn's model selection (``clone``, ``GridSearchCV``, ``Pipeline``) without depending on it.
 
     A fitted model keeps the hyperparameters it was fitted with: a successful fit (and load) records them
     (``_freeze``), scoring reads them through ``_param`` and :meth:`save` writes them, so ``set_params`` after
@@ -30,6 +32,7 @@ class BaseEstimator:
     _state_arrays: tuple[str, ...] = ()
     _state_meta: tuple[str, ...] = ()
     _int_arrays: tuple[str, ...] = ("support_", "n_iter_")  # learned arrays of indices or counts; the rest are floats
+    _sparse_arrays: tuple[str, ...] = ()  # learned arrays that may be CSR (load refuses sparse parts of others)
     _estimator_type: str | None = None
     _sparse_input = True  # whether fit accepts scipy.sparse X (scikit-learn's input tag)
     _pairwise_input = False  # X is a kernel matrix: model selection must slice its rows and columns
@@ -85,6 +88,7 @@ class BaseEstimator:
     def _get_state(self):
         """(params, meta, arrays) that save writes, checked by building the model load would build from them."""
         params, meta, arrays = self._state()
+        arrays = persistence.split_sparse(arrays)  # what files hold: numeric arrays only
         type(self)._from_state(dict(params), dict(meta), dict(arrays))  # never write a file that load would refuse
         return params, meta, arrays
 
@@ -109,6 +113,7 @@ class BaseEstimator:
 
     @classmethod
     def _from_state(cls, params, meta, arrays):
+        arrays = persistence.join_sparse(arrays, cls._sparse_arrays)
         params = cls._upgrade_params({**cls._params_added_later, **params})
         if "class_weight" in params:
             params["class_weight"] = class_weight_from_json(params["class_weight"])
@@ -154,7 +159,7 @@ class BaseEstimator:
             if a.dtype.kind not in kinds:
                 what = "or strings" if k == "classes_" else "(integers)" if kinds == "iu" else "(floats)"
                 raise ValueError(f"array {k!r} has dtype {a.dtype}; expected numbers {what}")
-            if a.dtype.kind == "f" and not np.isfinite(a).all():
+            if a.dtype.kind == "f" and not np.isfinite(a.data if sp.issparse(a) else a).all():
                 raise ValueError(f"array {k!r} contains NaN or infinity")
         if "classes_" in self._state_arrays:  # what predict indexes: one label per class, each once
             c = self.classes_

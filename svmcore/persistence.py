@@ -2,7 +2,14 @@
 
 Layout: ``__header__`` is a uint8 array holding UTF-8 JSON
 ``{"format": "svmcore-model", "format_version": 1, "class": name, "params": {...}, "meta": {...}}``;
-every other entry is a learned numeric array. The header is standard JSON (no NaN or Infinity tokens): a
+every other entry is a learned numeric array. A learned array that is a scipy.sparse matrix (``support_vectors_``
+of a kernel model fitted on CSR rows) is stored as its CSR parts, four arrays named ``<name>.data`` (float64,
+the nonzero values row by row), ``<name>.indices`` (integers, their columns, sorted within each row),
+``<name>.indptr`` (integers, n_rows + 1 offsets into the other two) and ``<name>.shape`` (int64, (n_rows,
+n_columns)), scipy's CSR layout (``np.savez`` and ``np.load`` keep the dotted names). Loading checks the parts
+(:func:`join_sparse`) before scipy sees them. A dense array under ``<name>`` (files written before sparse
+support vectors, or of dense input) loads as before; a reader from before this layout refuses a file that uses
+it ("unknown arrays"), so ``format_version`` stays 1. The header is standard JSON (no NaN or Infinity tokens): a
 non-finite float, such as PmSVM's p = -inf, is written as ``{"__float__": "-inf"}``. Files are written to a
 temporary file in the target folder and renamed into place, so a crash never leaves a half-written model.
 """
@@ -17,6 +24,7 @@ import zipfile
 from pathlib import Path
 
 import numpy as np
+import scipy.sparse as sp
 
 FORMAT_VERSION = 1
 _REGISTRY: dict[str, type] = {}
@@ -74,6 +82,76 @@ def _decode(obj):
     if set(obj) == {"__float__"} and obj["__float__"] in ("inf", "-inf", "nan"):
         return float(obj["__float__"])
     return obj
+
+
+SPARSE_PARTS = ("data", "indices", "indptr", "shape")
+
+
+def split_sparse(arrays: dict) -> dict:
+    """``arrays`` (name -> array) with each scipy.sparse matrix replaced by its CSR parts (module docstring), in
+    canonical form (sorted indices, no duplicates)."""
+    out = {}
+    for name, a in arrays.items():
+        if not sp.issparse(a):
+            out[name] = a
+            continue
+        a = sp.csr_matrix(a)
+        if not a.has_canonical_format:
+            a = a.copy()
+            a.sum_duplicates()
+        out.update({f"{name}.data": a.data, f"{name}.indices": a.indices, f"{name}.indptr": a.indptr,
+                    f"{name}.shape": np.array(a.shape, dtype=np.int64)})
+    return out
+
+
+def join_sparse(arrays: dict, names) -> dict:
+    """``arrays`` as read, with the CSR parts of each array in ``names`` joined into one CSR matrix (float64).
+
+    Parts of other names are left as they are (the caller refuses them as unknown arrays). Raises ValueError if
+    parts are missing, the array is also stored dense, or the parts do not make a canonical CSR matrix: wrong
+    dtypes or dimensions, indptr not rising from 0 to the number of entries, column indices outside the shape,
+    unsorted or repeated within a row. These are checked before scipy sees them: its constructor checks little, and
+    a product with a column index beyond the shape crashes the process (scipy 1.17: segmentation fault)."""
+    out = dict(arrays)
+    for name in names:
+        keys = [f"{name}.{part}" for part in SPARSE_PARTS]
+        if not any(k in arrays for k in keys):
+            continue
+        missing = [k for k in keys if k not in arrays]
+        if missing:
+            raise ValueError(f"sparse array {name!r}: missing {missing}")
+        if name in arrays:
+            raise ValueError(f"array {name!r} is stored both dense and sparse")
+        out[name] = _csr_from_parts(name, *(out.pop(k) for k in keys))
+    return out
+
+
+def _csr_from_parts(name, data, indices, indptr, shape):
+    def bad(why):
+        return ValueError(f"sparse array {name!r}: {why}")
+
+    if shape.shape != (2,) or shape.dtype.kind not in "iu" or not all(0 <= int(v) <= np.iinfo(np.int64).max
+                                                                       for v in shape):
+        got = shape.tolist() if shape.size <= 4 else shape.shape
+        raise bad(f"shape must be 2 integers >= 0, got {shape.dtype} {got}")
+    n, d = (int(v) for v in shape)
+    for part, a, kinds in (("data", data, "f"), ("indices", indices, "iu"), ("indptr", indptr, "iu")):
+        if a.ndim != 1 or a.dtype.kind not in kinds:
+            raise bad(f"{part} must be a 1-D array of {'floats' if kinds == 'f' else 'integers'}, "
+                      f"got {a.dtype} {a.shape}")
+    if indptr.size != n + 1:
+        raise bad(f"indptr has {indptr.size} entries for {n} rows; expected {n + 1}")
+    ptr, cols = indptr.astype(np.int64), indices.astype(np.int64)  # (uint64 beyond int64 wraps negative: refused)
+    if data.size != cols.size:
+        raise bad(f"{data.size} values for {cols.size} column indices")
+    if ptr[0] != 0 or ptr[-1] != cols.size or np.any(np.diff(ptr) < 0):
+        raise bad(f"indptr must rise from 0 to the number of entries ({cols.size}) without falling")
+    if cols.size and (cols.min() < 0 or cols.max() >= d):
+        raise bad(f"column indices must lie in [0, {d}), got {cols.min()} to {cols.max()}")
+    M = sp.csr_matrix((data.astype(np.float64), cols, ptr), shape=(n, d))
+    if not M.has_canonical_format:
+        raise bad("column indices must be sorted and distinct within each row")
+    return M
 
 
 def write_archive(path, header: dict, arrays: dict) -> Path:

@@ -24,7 +24,8 @@ from .probability import MIN_PROB, fit_sigmoid, pairwise_coupling, sigmoid_predi
 from .qmatrix import KernelQ, PrecomputedQ
 from .smo import solve
 
-_DECISION_CHUNK = 4096
+_DECISION_CHUNK = 4096  # test rows per kernel block at prediction
+_BLOCK_ENTRIES = 2**24  # and at most this many kernel values (dense rows against CSR support vectors: row entries)
 
 
 class _KernelSVM(BaseEstimator):
@@ -33,6 +34,7 @@ class _KernelSVM(BaseEstimator):
     _coef_sum_zero = False  # SVC: True; OneClassSVM's dual coefficients sum to nu n, not 0
 
     _state_arrays = ("support_", "support_vectors_", "dual_coef_", "intercept_")
+    _sparse_arrays = ("support_vectors_",)
     _state_meta = ("gamma_", "n_features_in_", "n_iter_", "objective_", "kkt_violation_", "fit_seconds_")
 
     def _check_params(self):
@@ -113,11 +115,9 @@ class _KernelSVM(BaseEstimator):
                          remedy="rescale the features (e.g. to [0, 1]) or lower degree / gamma / |coef0|")
         support = np.flatnonzero(np.any(coef != 0, axis=0))
         self.support_ = support.astype(np.int64)
-        if spec.kind == "precomputed":
-            self.support_vectors_ = np.empty((0, 0))
-        else:
-            sv = X[support]
-            self.support_vectors_ = sv.toarray() if sp.issparse(sv) else sv
+        # the rows as the solver saw them: CSR where fit kept X sparse (densify_if_cheaper), as scikit-learn's SVC
+        # keeps sparse input; a dense copy took 1.3 GB for 3,000 sector rows (55,197 tf-idf columns), CSR 5.8 MB
+        self.support_vectors_ = np.empty((0, 0)) if spec.kind == "precomputed" else X[support]
         self.dual_coef_ = coef[:, support]
         self.intercept_ = np.asarray(intercept, dtype=np.float64)
         self.gamma_ = float(spec.gamma)
@@ -140,12 +140,13 @@ class _KernelSVM(BaseEstimator):
     @property
     def coef_(self):
         """Primal weights of a linear kernel, w = dual_coef_ @ support_vectors_: (n_models, n_features_in_)
-        float64, one row per binary model (decision value w'x + intercept_). Raises AttributeError for other
-        kernels (as scikit-learn's SVC: ``hasattr`` tells) and :class:`svmcore.NotFittedError` before fit."""
+        float64 ndarray, also for CSR support vectors, one row per binary model (decision value w'x + intercept_).
+        Raises AttributeError for other kernels (as scikit-learn's SVC: ``hasattr`` tells) and
+        :class:`svmcore.NotFittedError` before fit."""
         check_fitted(self, "dual_coef_")
         if self._param("kernel") != "linear":
             raise AttributeError(f"coef_ exists for kernel='linear' only, not {self._param('kernel')!r}")
-        return self.dual_coef_ @ self.support_vectors_
+        return np.ascontiguousarray(self.dual_coef_ @ self.support_vectors_)  # (dense @ CSR: a transposed view)
 
     def _pairwise_decision(self, X):
         """f_m(x) = sum_i dual_coef_[m, i] K(sv_i, x) + intercept_[m] of every binary model: (n, n_models)."""
@@ -205,8 +206,20 @@ def _kernel_decision(X, sv, coef, spec, coef_sum_zero):
     values 5.8 off, 6% of the predictions flipped), and so does sum_i coef_i <x, s_i> for a linear C-SVC (24%
     flipped): sum_i coef_i <x, s_i> = sum_i coef_i <x - c, s_i - c> + sum_i coef_i <c, s_i - c>. Any c gives these
     identities: where X or sv is CSR, c is the mean only in the columns that hold an offset
-    (:func:`svmcore.kernels.sparse_centre`; none for text data), so that the rows stay sparse."""
-    sq_sv, offset, centre, columns, step = None, 0.0, None, None, _DECISION_CHUNK
+    (:func:`svmcore.kernels.sparse_centre`; none for text data), so that the rows stay sparse.
+
+    CSR support vectors (a model fitted on CSR rows) enter the products as CSR, unless fit's rule
+    (:func:`svmcore.kernels.densify_if_cheaper`) finds their products cheaper dense: rows that stayed sparse only by
+    its memory cap. Measured on blocks of test rows, the CSR x CSR product took 0.12-0.15x (sector) and 0.6-0.7x
+    (reuters) the time of CSR x dense, but 5x on a9a's rows (which fit trains dense, as that rule says; docs/svc.md,
+    "Support vectors of sparse input"). Dense rows against CSR support vectors go through scipy's dense @ CSR
+    product, which copies each block's transpose: blocks are cut to ``_BLOCK_ENTRIES`` row entries as well as
+    kernel values."""
+    sv = densify_if_cheaper(sv)
+    sq_sv, offset, centre, columns = None, 0.0, None, None
+    step = max(1, min(_DECISION_CHUNK, _BLOCK_ENTRIES // max(sv.shape[0], 1)))
+    if sp.issparse(sv) and not sp.issparse(X):
+        step = max(1, min(step, _BLOCK_ENTRIES // X.shape[1]))
     if (spec.kind == "rbf" or (spec.kind == "linear" and coef_sum_zero)) and sv.shape[0]:
         if sp.issparse(X) or sp.issparse(sv):
             centre, columns = sparse_centre(sv)
@@ -216,10 +229,10 @@ def _kernel_decision(X, sv, coef, spec, coef_sum_zero):
             centre = sv.mean(axis=0)
         if centre is not None:
             sv = shift_csr(sv, centre, columns) if sp.issparse(sv) else sv - centre
-            if spec.kind == "rbf":
-                sq_sv = row_norms_sq(sv)
-            else:
+            if spec.kind == "linear":
                 offset = np.asarray(sv @ centre).ravel() @ coef
+    if spec.kind == "rbf":
+        sq_sv = row_norms_sq(sv)  # once, not per block
     out = np.empty((X.shape[0], coef.shape[1]))
     for s in range(0, X.shape[0], step):  # one kernel block serves all the binary models
         block = X[s:s + step]
@@ -274,16 +287,19 @@ class SVC(ClassifierMixin, _KernelSVM):
     threads.
 
     Learned: classes_ (k,), support_ (n_SV,) int64 (training rows that are a support vector of any pair),
-    support_vectors_ (n_SV, d) float64, dual_coef_ (m, n_SV) = alpha_i y_i of each of the m = k(k-1)/2
-    binary models (1 for two classes; pairs (a, b), a < b, in :func:`svmcore.multiclass.ovo_pairs` order, y =
-    +1 for classes_[b], 0 where a row is not in that model), intercept_ (m,), objective_ (1/2 a'Qa - 1'a at
-    the solution, summed over the models), kkt_violation_ (the largest), n_iter_ (summed), gamma_,
+    support_vectors_ (n_SV, d) float64, the training rows as fit used them: a CSR matrix (sorted indices, as
+    scikit-learn's SVC) where CSR X stayed sparse, an array where X was dense or fit trained on a dense copy
+    (:func:`svmcore.kernels.densify_if_cheaper`), (0, 0) for kernel="precomputed"; dual_coef_ (m, n_SV) =
+    alpha_i y_i of each of the m = k(k-1)/2 binary models (1 for two classes; pairs (a, b), a < b, in
+    :func:`svmcore.multiclass.ovo_pairs` order, y = +1 for classes_[b], 0 where a row is not in that model),
+    intercept_ (m,), objective_ (1/2 a'Qa - 1'a at the solution, summed over the models), kkt_violation_ (the
+    largest), n_iter_ (summed), gamma_,
     fit_seconds_ (solver seconds of these m models, summed: more than the wall time with n_jobs > 1);
     cache_hit_rate_ (after fit only, not saved). With probability=True also probA_, probB_ (m,) float64: P(classes_[b] | x in class a or b) = 1 / (1 +
     exp(probA_[m] f_m(x) + probB_[m])), f_m the pair's decision value (> 0 means classes_[b]); LIBSVM and
     scikit-learn state the same sigmoid for classes_[a] with decision value -f_m, so their probA_ equals
     ours and their probB_ is -probB_. Computed from these: n_support_ (k,) int64, support vectors per
-    class; coef_ (m, d), the primal weights, for kernel="linear" only.
+    class; coef_ (m, d) float64 array, the primal weights, for kernel="linear" only.
     Raises TypeError/ValueError for bad input: NaN/inf, wrong shapes, empty X, a single class, C <= 0,
     unknown kernel, bad class_weight; :class:`svmcore.NotFittedError` (a ValueError) before fit.
     Working-set selection and the SMO step: Fan, Chen, Lin, JMLR 2005 (LIBSVM).

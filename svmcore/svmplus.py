@@ -24,7 +24,7 @@ from ._validation import (ConvergenceWarning, check_array, check_choice, check_f
                           check_n_features, check_random_state, check_scalar, make_rng)
 from .base import BaseEstimator, ClassifierMixin
 from .dcd import FIRST_PHASE_CAP, as_rows, dcd_svmplus
-from .kernels import KernelSpec, check_gamma, kernel_block, resolve_kernel, row_norms_sq
+from .kernels import KernelSpec, check_gamma, densify_if_cheaper, kernel_block, resolve_kernel, row_norms_sq
 
 
 def _check_fit_input(X, X_star, y):
@@ -258,13 +258,15 @@ class KernelSVMPlus(_Classifier, BaseEstimator):
     ``tol``: SMO stopping tolerance on the KKT violation, relative to the margin rho.
     Memory O(n^2) and time O(n^3) (the Cholesky factorisation for G): for n up to a few thousand.
 
-    Learned: ``support_`` (n_sv,) int64 training indices, ``support_vectors_`` (n_sv, d),
-    ``dual_coef_`` (n_sv,) = a_i y_i, ``intercept_`` = sum(dual_coef_), ``rho_`` (the margin rho of (18)),
+    Learned: ``support_`` (n_sv,) int64 training indices, ``support_vectors_`` (n_sv, d) float64 (a CSR matrix
+    with sorted indices if X was sparse, else an array), ``dual_coef_`` (n_sv,) = a_i y_i, ``intercept_`` =
+    sum(dual_coef_), ``rho_`` (the margin rho of (18)),
     ``kernel_gamma_``, ``kernel_star_gamma_`` (resolved widths, 0 for linear), ``classes_``,
     ``objective_`` (1/2 a'Qa), ``n_iter_``, ``kkt_violation_``, ``n_features_in_``.
     """
 
     _state_arrays = ("support_", "support_vectors_", "dual_coef_", "classes_")
+    _sparse_arrays = ("support_vectors_",)
     _state_meta = ("intercept_", "rho_", "kernel_gamma_", "kernel_star_gamma_", "objective_", "n_iter_",
                    "kkt_violation_", "n_features_in_")
     _kernels = ("rbf", "linear")
@@ -317,8 +319,7 @@ class KernelSVMPlus(_Classifier, BaseEstimator):
         check_finite_fit(alpha, res.rho)
         sv = np.flatnonzero(alpha > 0)
         self.support_ = sv.astype(np.int64)
-        Xsv = X[sv]
-        self.support_vectors_ = Xsv.toarray() if sp.issparse(Xsv) else np.array(Xsv)
+        self.support_vectors_ = X[sv]  # CSR rows stay CSR (check_array made them canonical), as SVC's
         self.dual_coef_ = alpha[sv] * ys[sv]
         self.intercept_ = float(self.dual_coef_.sum())
         self.rho_ = float(res.rho)
@@ -336,10 +337,13 @@ class KernelSVMPlus(_Classifier, BaseEstimator):
         """f(x) = sum_sv dual_coef_ K(sv, x) + intercept_ for X (m, d) dense or sparse; (m,) float64. Raises
         :class:`svmcore.NotFittedError` before fit and ValueError for a wrong number of features, NaN or inf."""
         X = _check_predict_input(self, X, "dual_coef_")
+        sv = densify_if_cheaper(self.support_vectors_)  # the layout rule of SVC's decision (svc._kernel_decision)
         out = np.empty(X.shape[0])
-        step = max(1, 2**24 // max(len(self.dual_coef_), 1))  # bound the kernel block to ~128 MB
+        # bound the kernel block to ~128 MB, and the transposed copy scipy makes of dense rows against CSR ones
+        width = max(len(self.dual_coef_), X.shape[1] if sp.issparse(sv) and not sp.issparse(X) else 1)
+        step = max(1, 2**24 // width)
         for s in range(0, X.shape[0], step):
-            out[s:s + step] = kernel_block(X[s:s + step], self.support_vectors_, self._spec()) @ self.dual_coef_
+            out[s:s + step] = kernel_block(X[s:s + step], sv, self._spec()) @ self.dual_coef_
         return out + self.intercept_
 
     def _check_state(self):

@@ -57,6 +57,21 @@ def test_scorer_uses_the_fitted_kernel_after_set_params(subset, svm):
     np.testing.assert_allclose(make_scorer(changed)(F), svm.decision_function(F), rtol=0, atol=2e-5)
 
 
+def test_scorer_of_csr_support_vectors(subset, svm):
+    # an SVC fitted on CSR rows that stay sparse keeps CSR support vectors, which np.asarray cannot convert:
+    # make_scorer raised ValueError (detectors train on dense patches, but any fitted SVC can be scored)
+    import copy
+
+    import scipy.sparse as sp
+
+    _, _, Xt, _ = subset
+    F = window_features(Xt)
+    csr = copy.deepcopy(svm)
+    csr.support_vectors_ = sp.csr_matrix(svm.support_vectors_)
+    np.testing.assert_allclose(csr.decision_function(F), svm.decision_function(F), rtol=0, atol=1e-9)
+    np.testing.assert_allclose(make_scorer(csr)(F), svm.decision_function(F), rtol=0, atol=2e-5)
+
+
 @pytest.mark.parametrize("floor", [-1.0, 0.0, 1.0])
 def test_quadratic_bound_is_exact_above_floor(data_dir, floor):
     # the shipped detector's SVM on 24,044 CBCL test windows: above the floor every score is exact; below,

@@ -935,3 +935,123 @@ def test_rbf_columns_from_float32_products_switch_to_float64_where_they_cannot_r
     assert float32_columns_suffice(3000.0, 1.0, 1e-3) and not float32_columns_suffice(3000.0, 1.0, 1e-3,
                                                                                        q.column_rel_error)
     assert q.float64().column_rel_error == np.finfo(np.float32).eps  # exact products: storage only
+
+
+@pytest.fixture(scope="module")
+def reuters_csr(data_dir):
+    return _svmlight(data_dir, "reuters_lasvm/reuters.trn.bz2", 8315, 400)
+
+
+def _same_csr(a, b):
+    return sp.isspmatrix_csr(a) and a.shape == b.shape and (a != b).nnz == 0
+
+
+def test_csr_training_rows_are_kept_as_csr_support_vectors(reuters_csr, data_dir):
+    # support_vectors_ of a CSR fit were a dense copy: 3,000 sector rows (55,197 tf-idf columns, 5.7 MB as CSR) held
+    # 1.3 GB in memory and 1.4 GB on disk. Now the rows as the solver saw them, as scikit-learn's SVC keeps them
+    X, y, Xt, _ = reuters_csr
+    for est in (svmcore.SVC(gamma=1.0, C=10.0), svmcore.SVC(kernel="linear"), svmcore.OneClassSVM(gamma=1.0, nu=0.2),
+                svmcore.SVC(gamma=1.0, C=10.0, probability=True, random_state=0)):
+        m, dense = clone_of(est).fit(X, y), clone_of(est).fit(X.toarray(), y)
+        sv = m.support_vectors_
+        assert sv.dtype == np.float64 and sv.has_sorted_indices and sv.nnz == X[m.support_].nnz
+        assert _same_csr(sv, X[m.support_])
+        assert isinstance(dense.support_vectors_, np.ndarray)  # dense rows stay dense
+        for T in (Xt, Xt.toarray()):  # CSR support vectors against CSR and dense rows
+            np.testing.assert_allclose(m.decision_function(T), dense.decision_function(Xt), atol=1e-4)
+            np.testing.assert_array_equal(m.predict(T), dense.predict(Xt))
+            if est.kernel == "linear":
+                np.testing.assert_allclose(m.decision_function(T), Xt @ m.coef_[0] + m.intercept_[0], atol=1e-9)
+            if isinstance(est, svmcore.SVC) and est.probability:
+                np.testing.assert_allclose(m.predict_proba(T), dense.predict_proba(Xt), atol=1e-4)
+    coef = svmcore.SVC(kernel="linear").fit(X, y).coef_  # a dense (n_models, d) array, as for dense rows
+    assert type(coef) is np.ndarray and coef.shape == (1, 8315) and coef.flags.c_contiguous
+    np.testing.assert_allclose(coef, svmcore.SVC(kernel="linear").fit(X.toarray(), y).coef_, atol=1e-6)
+    # where fit trains on a dense copy (a9a: cheaper dense), the support vectors are that copy's rows
+    a9a, ya, _, _ = _svmlight(data_dir, "a9a/a9a.trn.bz2", 123, 300)
+    assert isinstance(svmcore.SVC(gamma=0.05).fit(a9a, ya).support_vectors_, np.ndarray)
+
+
+def test_csr_support_vectors_of_a_multiclass_text_model(data_dir):
+    # sector, 4 of its 105 classes (231 rows, 55,197 columns): one-vs-one pairs over CSR support vectors
+    X, y = _svmlight(data_dir, "sector/sector.scale.bz2", 55197, 6412)[:2]
+    rows = np.flatnonzero(y <= 4)
+    train, test = rows[::2], rows[1::2]
+    m, dense = svmcore.SVC().fit(X[train], y[train]), svmcore.SVC().fit(X[train].toarray(), y[train])
+    assert sp.isspmatrix_csr(m.support_vectors_) and m.support_vectors_.nnz == X[train][m.support_].nnz
+    np.testing.assert_array_equal(m.n_support_, dense.n_support_)
+    np.testing.assert_allclose(m._pairwise_decision(X[test]), dense._pairwise_decision(X[test]), atol=1e-4)
+    np.testing.assert_array_equal(m.predict(X[test]), dense.predict(X[test].toarray()))
+
+
+def test_sparse_model_files_round_trip_and_dense_files_still_load(reuters_csr, tmp_path, rewrite_model):
+    X, y, Xt, _ = reuters_csr
+    parts = [f"support_vectors_.{p}" for p in ("data", "indices", "indptr", "shape")]
+    for m in (svmcore.SVC(gamma=1.0, C=10.0, probability=True, random_state=0).fit(X, y),
+              svmcore.OneClassSVM(gamma=1.0, nu=0.2).fit(X)):
+        path = m.save(tmp_path / "csr.npz")
+        with np.load(path) as z:  # the CSR parts, not a dense copy
+            assert set(parts) <= set(z.files) and "support_vectors_" not in z.files
+            assert z["support_vectors_.shape"].tolist() == [len(m.support_), 8315]
+        assert path.stat().st_size < 8 * len(m.support_) * 8315 / 10
+        back = svmcore.load(path)
+        assert _same_csr(back.support_vectors_, m.support_vectors_)
+        for T in (Xt, Xt.toarray()):
+            np.testing.assert_array_equal(back.decision_function(T), m.decision_function(T))
+        # a file written before sparse support vectors: a dense support_vectors_ array, which loads as it was
+        def densify(header, arrays):
+            data, indices, indptr, shape = (arrays.pop(k) for k in parts)
+            arrays["support_vectors_"] = sp.csr_matrix((data, indices, indptr), shape=tuple(shape)).toarray()
+
+        old = svmcore.load(rewrite_model(path, tmp_path / "dense.npz", densify))
+        assert isinstance(old.support_vectors_, np.ndarray)
+        np.testing.assert_allclose(old.decision_function(Xt), m.decision_function(Xt), atol=1e-9)
+
+
+def _edit_part(part, fn):
+    def edit(header, arrays):
+        arrays[f"support_vectors_.{part}"] = fn(arrays[f"support_vectors_.{part}"])
+    return edit
+
+
+def _set(i, v):
+    def fn(a):
+        a = a.copy()
+        a[i] = v
+        return a
+    return fn
+
+
+@pytest.mark.parametrize("edit,match", [
+    (_edit_part("indices", _set(0, 8315)), r"column indices must lie in \[0, 8315\), got .* to 8315"),
+    (_edit_part("indices", _set(0, -1)), r"column indices must lie in \[0, 8315\)"),
+    (_edit_part("indices", lambda a: np.full_like(a.astype(np.uint64), 2**64 - 1)), r"must lie in \[0, 8315\)"),
+    (_edit_part("indices", lambda a: np.r_[a[1], a[0], a[2:]]), "sorted and distinct within each row"),
+    (_edit_part("indices", lambda a: np.r_[a[0], a[0], a[2:]]), "sorted and distinct within each row"),
+    (_edit_part("indices", lambda a: a.astype(np.float64)), "indices must be a 1-D array of integers, got float64"),
+    (_edit_part("indices", lambda a: a[:-1]), r"indptr must rise from 0 to the number of entries|values for"),
+    (_edit_part("indptr", lambda a: np.r_[a[0], a[2], a[1], a[3:]]), "indptr must rise from 0 .* without falling"),
+    (_edit_part("indptr", lambda a: a + 1), "indptr must rise from 0"),
+    (_edit_part("indptr", lambda a: a[:-1]), r"indptr has \d+ entries for \d+ rows"),
+    (_edit_part("indptr", lambda a: a.reshape(1, -1)), "indptr must be a 1-D array"),
+    (_edit_part("data", lambda a: a.astype(np.int64)), "data must be a 1-D array of floats, got int64"),
+    (_edit_part("data", lambda a: a.astype(complex)), "data must be a 1-D array of floats"),
+    (_edit_part("data", _set(3, np.nan)), "'support_vectors_' contains NaN or infinity"),
+    (_edit_part("data", lambda a: a[:-1]), "values for"),
+    (_edit_part("shape", lambda a: a + [0, 1]), r"support_vectors_ has shape \(\d+, 8316\), expected \(\d+, 8315\)"),
+    (_edit_part("shape", lambda a: a + [1, 0]), r"indptr has \d+ entries for \d+ rows"),
+    (_edit_part("shape", lambda a: np.r_[a, 1]), "shape must be 2 integers >= 0"),
+    (_edit_part("shape", lambda a: a.astype(float)), "shape must be 2 integers >= 0"),
+    (_edit_part("shape", lambda a: a * -1), "shape must be 2 integers >= 0"),
+    (lambda h, a: a.pop("support_vectors_.indptr"), r"missing \['support_vectors_.indptr'\]"),
+    (lambda h, a: a.update(support_vectors_=np.zeros((1, 1))), "stored both dense and sparse"),
+    # only the arrays an estimator declares sparse (support_vectors_) may be stored so
+    (lambda h, a: a.update({f"dual_coef_.{k}": a[f"support_vectors_.{k}"] for k in ("data", "indices", "indptr",
+                                                                                    "shape")}), "unknown arrays"),
+])
+def test_load_refuses_corrupt_sparse_layouts(edit, match, reuters_csr, tmp_path, rewrite_model):
+    # the parts are checked before scipy sees them: its constructor checks little, and its products read out of bounds
+    X, y, Xt, _ = reuters_csr
+    path = svmcore.SVC(gamma=1.0, C=10.0).fit(X, y).save(tmp_path / "m.npz")
+    with pytest.raises(ValueError, match=match):
+        svmcore.load(rewrite_model(path, tmp_path / "bad.npz", edit))
