@@ -11,7 +11,8 @@ bench_svc.py, which takes its thread counts from the environment only).
 ``DATA`` is $FACEDET_DATA if set, else ../shared/data beside the repository; ``require_data(path)`` stops the
 script with a usage error (exit 2) naming a missing data file or folder; ``require_files(base, files)`` does
 the same for the files a run needs inside the data folder, before anything runs, and ``require_sets(names)``
-for the files of named data sets (``DATA_FILES``, the one list of them).
+for the files of named data sets (``DATA_FILES``, the one list of them); ``require_arrays(path, names, what)``
+reads the arrays a script needs from an .npz given by --data, with a usage error for a file that is not one.
 """
 import contextlib
 import os
@@ -111,6 +112,28 @@ def require_file(path, what):
     if not path.is_file():
         _usage_error(f"{path}: not a file ({what})")
     return path
+
+
+def require_arrays(path, names, what):
+    """The arrays ``names`` of the .npz file ``path`` as a dict; a usage error (exit 2), as ``require_file``, for
+    a missing file, one that is not an .npz archive (or holds pickled objects) or one without those arrays,
+    rather than a traceback from numpy."""
+    import zipfile
+
+    import numpy as np
+
+    require_file(path, what)
+    if not zipfile.is_zipfile(path):  # np.load would try it as a pickle and blame "pickled (object) data"
+        _usage_error(f"{path}: not {what} (not an .npz archive)")
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            missing = [n for n in names if n not in archive.files]
+            if missing:
+                _usage_error(f"{path}: not {what}: no array{'s' if len(missing) > 1 else ''} {', '.join(missing)} "
+                             f"(it holds {', '.join(archive.files) or 'none'})")
+            return {n: archive[n] for n in names}
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
+        _usage_error(f"{path}: not {what} (not a readable .npz archive: {exc})")
 
 
 def svmlight_csr(path, n_features):

@@ -20,9 +20,9 @@ from pathlib import Path
 import numpy as np
 
 from facedet.evaluate import detection_rate_at_fpr, roc_auc
-from facedet.preprocess import preprocess
+from facedet.preprocess import WINDOW, preprocess
 
-from _script import DATA as SHARED_DATA, require_file  # scripts/ is on sys.path when run
+from _script import DATA as SHARED_DATA, require_arrays  # scripts/ is on sys.path when run
 
 DATA = SHARED_DATA / "cbcl_face_db1" / "cbcl_face_db1_19x19_uint8.npz"
 SETTINGS = [  # (label, mask, plane, equalize)
@@ -79,9 +79,13 @@ def main():
     args = ap.parse_args()
     if args.C is not None and not 0 < args.C < float("inf"):
         ap.error(f"--C: expected a positive number, got {args.C}")
-    require_file(args.data, "the CBCL patch file")
+    d = require_arrays(args.data, ("X_train", "y_train", "X_test", "y_test"), "the CBCL patch file")
+    for split in ("train", "test"):
+        X, y = d[f"X_{split}"], d[f"y_{split}"]
+        if X.ndim != 3 or X.shape[1:] != (WINDOW, WINDOW) or y.shape != (len(X),):
+            ap.error(f"--data {args.data}: X_{split} {X.shape} and y_{split} {y.shape} are not {WINDOW}x{WINDOW} "
+                     "patches with one label each")
     solver = pick_solver(args.solver)
-    d = np.load(args.data)
     X_train, y_train = d["X_train"], d["y_train"].astype(int)
     X_test, y_test = d["X_test"], d["y_test"].astype(int)
     print(f"CBCL: train {len(y_train)} ({y_train.sum()} faces), test {len(y_test)} ({y_test.sum()} faces); "

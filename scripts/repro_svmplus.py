@@ -38,8 +38,13 @@ WIDTH_GRID = [0.25, 0.5, 1.0, 2.0, 4.0]  # Gaussian: multiples of the mean-dista
 PAPER = {"linear": ("81.73", "84.62"), "gaussian": ("92.34", "93.15")}
 
 
+MNIST_PLUS_ARRAYS = ("X_train", "Xstar_train", "y_train", "X_val", "y_val", "X_test", "y_test")
+
+
 def load(path):
-    d = np.load(path)
+    from _script import require_arrays  # scripts/ is on sys.path when run
+
+    d = require_arrays(path, MNIST_PLUS_ARRAYS, "the MNIST+ file")
     sign = lambda y: np.where(y == 5, 1, -1)  # noqa: E731  (the authors: digit 5 -> +1)
     return {"X": d["X_train"].astype(np.float64), "X_star": d["Xstar_train"].astype(np.float64),
             "y": sign(d["y_train"]), "X_val": d["X_val"].astype(np.float64), "y_val": sign(d["y_val"]),
@@ -132,7 +137,7 @@ def print_table(title, kind, rows):
 
 
 def main():
-    from _script import DATA, positive_int, require_file  # scripts/ is on sys.path when run
+    from _script import DATA, positive_int  # scripts/ is on sys.path when run
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=DATA / "bench" / "mnist_plus" / "mnist_plus.npz",
@@ -141,7 +146,6 @@ def main():
                         help="timed refits of each method on the same training set; the median is reported")
     parser.add_argument("--threads", type=str, default="1", help="BLAS/numba threads (set before import)")
     args = parser.parse_args()
-    require_file(args.data, "the MNIST+ file")
     raw = load(args.data)
     print(f"MNIST+: train {raw['X'].shape} + privileged {raw['X_star'].shape}, val {raw['X_val'].shape[0]}, "
           f"test {raw['X_test'].shape[0]}; grid C in {C_GRID}, gamma in {GAMMA_GRID}, Gaussian width factor in "

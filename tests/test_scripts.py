@@ -55,6 +55,31 @@ def test_data_file_option_given_a_folder(tmp_path, name):
     assert_usage_error(r, "not a file", str(tmp_path))
 
 
+@pytest.mark.parametrize("name", ["repro_svmplus.py", "ablation_preprocess.py"])
+def test_data_file_option_given_a_file_that_is_not_the_data(tmp_path, name):
+    """--data naming a text file or an .npz without the script's arrays: numpy's traceback ("pickled (object)
+    data", KeyError) before; now a usage error naming the file."""
+    import numpy as np
+
+    text = tmp_path / "notes.npz"
+    text.write_text("not an archive\n")
+    r = run_script(name, "--data", str(text))
+    assert_usage_error(r, str(text), "not an .npz archive")
+    other = tmp_path / "other.npz"
+    np.savez(other, X_train=np.zeros((3, 19, 19), np.uint8), y_train=np.zeros(3))
+    r = run_script(name, "--data", str(other))
+    assert_usage_error(r, str(other), "no arrays")
+
+
+def test_ablation_data_of_another_shape(tmp_path):
+    import numpy as np
+
+    path = tmp_path / "flat.npz"
+    np.savez(path, X_train=np.zeros((4, 100)), y_train=np.zeros(4), X_test=np.zeros((4, 100)), y_test=np.zeros(4))
+    r = run_script("ablation_preprocess.py", "--data", str(path))
+    assert_usage_error(r, "X_train (4, 100)", "19x19 patches")
+
+
 @pytest.mark.parametrize("argv, needle", [
     (("train_pmsvm_detector.py", "--out", "{tmp}/m.npz", "--C", "-1"), "C: must be > 0"),
     (("train_pmsvm_detector.py", "--out", "{tmp}/m.npz", "--p", "2"), "p <= 0"),
