@@ -72,9 +72,9 @@ def cv_auc(solver, X, y, C, gamma, folds=3, seed=0):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", type=Path, default=DATA,
-                    help="the CBCL patch file (shared/data/cbcl_face_db1/cbcl_face_db1_19x19_uint8.npz)")
+                    help="the CBCL patch file (default: %(default)s)")
     ap.add_argument("--solver", choices=("auto", "svmcore", "sklearn"), default="auto",
-                    help="which SVC trains each setting (auto: svmcore)")
+                    help="which SVC trains each setting (default: %(default)s; auto: svmcore)")
     ap.add_argument("--C", type=float, default=None, help="fixed C for every setting (default: 3-fold CV on train)")
     args = ap.parse_args()
     if args.C is not None and not 0 < args.C < float("inf"):

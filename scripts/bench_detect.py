@@ -177,9 +177,11 @@ def main():
     ap.add_argument("--model", "--classifier", dest="models", action="append", default=[], type=Path,
                     help="a saved facedet detector to compare as well (repeatable)")
     ap.add_argument("--no-default", action="store_true", help="skip the default facedet model")
-    ap.add_argument("--repeat", type=positive_int, default=3, help="timing: best of N runs per image")
-    ap.add_argument("--threads", type=int, default=1, help="threads for every library (OpenCV, numba, BLAS, dlib)")
-    ap.add_argument("--data", type=Path, default=DATA, help="the shared/data folder")
+    ap.add_argument("--repeat", type=positive_int, default=3,
+                    help="timing: best of N runs per image (default: %(default)s)")
+    ap.add_argument("--threads", type=int, default=1,
+                    help="threads for every library (OpenCV, numba, BLAS, dlib; default: %(default)s)")
+    ap.add_argument("--data", type=Path, default=DATA, help="the shared/data folder (default: %(default)s)")
     ap.add_argument("--no-dlib", action="store_true", help="skip dlib's HOG detector (a shorter run)")
     args = ap.parse_args()
     require_files(args.data, ["scenes_annotated_dlib_voc/boxes.csv", "misc_faces_skimage/astronaut.png",

@@ -196,12 +196,15 @@ def main():
     ap.add_argument("--problems", default="cbcl,ijcnn1,patches,pendigits",
                     help="comma-separated, from cbcl, ijcnn1, patches, pendigits, usps, letter, a9a, reuters "
                          "(default: %(default)s)")
-    ap.add_argument("--cache-size", type=float, default=200.0, help="kernel cache in MB, for both solvers")
+    ap.add_argument("--cache-size", type=float, default=200.0,
+                    help="kernel cache in MB, for both solvers (default: %(default)s)")
     ap.add_argument("--n-patches", type=int, default=100_000,
-                    help="size of the patches problem (>= 28,838: the augmented faces and CBCL non-faces)")
+                    help="size of the patches problem (>= 28,838: the augmented faces and CBCL non-faces; default: "
+                         "%(default)s)")
     ap.add_argument("--probability", action="store_true", help="fit both with probability=True (Platt scaling)")
-    ap.add_argument("--n-jobs", type=int, default=1, help="also fit multiclass problems with SVC(n_jobs=N)")
-    ap.add_argument("--data", type=Path, default=DATA, help="the shared/data folder")
+    ap.add_argument("--n-jobs", type=int, default=1,
+                    help="also fit multiclass problems with SVC(n_jobs=N) (default: %(default)s, no such fit)")
+    ap.add_argument("--data", type=Path, default=DATA, help="the shared/data folder (default: %(default)s)")
     args = ap.parse_args()
     if args.n_jobs < 1:
         ap.error(f"--n-jobs: expected >= 1, got {args.n_jobs}")

@@ -132,16 +132,18 @@ def main():
     from _script import DATA, positive_int, require_files  # scripts/ is on sys.path when run
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", type=Path, default=DATA, help="the shared/data folder")
+    parser.add_argument("--data", type=Path, default=DATA, help="the shared/data folder (default: %(default)s)")
     parser.add_argument("--sizes", default="500,1000,2000,4000,6977",
                         help="CBCL training-set sizes (default: %(default)s)")
     parser.add_argument("--kernel-max", type=int, default=2000,
                         help="largest n for the kernel methods (default: %(default)s)")
     parser.add_argument("--qp-max", type=int, default=1000,
                         help="largest n for the cvxopt baseline (default: %(default)s)")
-    parser.add_argument("--repeats", type=positive_int, default=3, help="fits per timing; the median is reported")
-    parser.add_argument("--tol", type=float, default=1e-2, help="projected-gradient tolerance (both linear solvers)")
-    parser.add_argument("--threads", default="1", help="BLAS/numba threads (set before import)")
+    parser.add_argument("--repeats", type=positive_int, default=3,
+                        help="fits per timing; the median is reported (default: %(default)s)")
+    parser.add_argument("--tol", type=float, default=1e-2,
+                        help="projected-gradient tolerance (both linear solvers; default: %(default)s)")
+    parser.add_argument("--threads", default="1", help="BLAS/numba threads (set before import; default: %(default)s)")
     args = parser.parse_args()
     try:
         sizes = [int(s) for s in args.sizes.split(",")]

@@ -134,7 +134,7 @@ def main():
     ap.add_argument("--skip-projections", action="store_true", help="skip the top-k simplex projection timings")
     ap.add_argument("--projections-only", action="store_true", help="only the projection timings")
     ap.add_argument("--repeat", type=positive_int, default=3,
-                    help="alternating LIBLINEAR / TopKSVM runs per matched gap")
+                    help="alternating LIBLINEAR / TopKSVM runs per matched gap (default: %(default)s)")
     args = ap.parse_args()
     if args.projections_only and args.skip_projections:
         ap.error("--projections-only and --skip-projections leave nothing to run")

@@ -141,10 +141,12 @@ def main():
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=DATA / "bench" / "mnist_plus" / "mnist_plus.npz",
-                        help="the MNIST+ file (shared/data/bench/mnist_plus/mnist_plus.npz)")
+                        help="the MNIST+ file (default: %(default)s)")
     parser.add_argument("--repeats", type=positive_int, default=7,
-                        help="timed refits of each method on the same training set; the median is reported")
-    parser.add_argument("--threads", type=str, default="1", help="BLAS/numba threads (set before import)")
+                        help="timed refits of each method on the same training set; the median is reported "
+                             "(default: %(default)s)")
+    parser.add_argument("--threads", type=str, default="1",
+                        help="BLAS/numba threads (set before import; default: %(default)s)")
     args = parser.parse_args()
     raw = load(args.data)
     print(f"MNIST+: train {raw['X'].shape} + privileged {raw['X_star'].shape}, val {raw['X_val'].shape[0]}, "

@@ -131,7 +131,8 @@ def run(name, grid, folds, cv_tol, tol):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="C in {1, 10} and 2 folds (default: {0.1, 1, 10}, 3)")
-    ap.add_argument("--datasets", default="letter,usps,sector", help="comma-separated, from letter, usps, sector")
+    ap.add_argument("--datasets", default="letter,usps,sector",
+                    help="comma-separated, from letter, usps, sector (default: %(default)s)")
     args = ap.parse_args()
     require_data()  # a usage error if the data folder is missing
     unknown = set(args.datasets.split(",")) - {"letter", "usps", "sector"}

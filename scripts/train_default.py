@@ -79,11 +79,13 @@ SCAN = {"scale_factor": 1.1, "stride": 2, "refine": 0.0}
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--data", type=Path, default=DATA, help="shared/data folder")
-    ap.add_argument("--rounds", type=int, default=2, help="bootstrapping rounds, before and after the photo faces")
+    ap.add_argument("--data", type=Path, default=DATA, help="shared/data folder (default: %(default)s)")
+    ap.add_argument("--rounds", type=int, default=2,
+                    help="bootstrapping rounds, before and after the photo faces (default: %(default)s)")
     ap.add_argument("--out", type=Path, default=ROOT / "models" / "default_detector.npz",
                     help="model file (default: replaces the shipped models/default_detector.npz)")
-    ap.add_argument("--threads", default="1", help="threads for numba and BLAS (the shipped model: 1)")
+    ap.add_argument("--threads", default="1",
+                    help="threads for numba and BLAS (default: %(default)s, as for the shipped model)")
     ap.add_argument("--check", type=Path, metavar="MODEL",
                     help="compare the result with this model file (arrays and header, not the training time; "
                          "then the detections): exit 0 identical, 3 the same detections only, 1 different")

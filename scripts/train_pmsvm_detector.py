@@ -44,18 +44,19 @@ AUGMENTATION = {"mirror": True, "shifts": 0, "angles": (-10, 10)}
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--data", type=Path, default=DATA, help="shared/data folder")
+    ap.add_argument("--data", type=Path, default=DATA, help="shared/data folder (default: %(default)s)")
     ap.add_argument("--rounds", type=int, default=3,
                     help="bootstrapping rounds on the negative images (default: %(default)s; 0 is no faster: the "
                          "unbootstrapped model's many false positives make the operating-point search slow)")
     ap.add_argument("--C", type=float, default=1.0, help="PmSVM's C (default: %(default)s)")
-    ap.add_argument("--p", type=float, default=-1.0, help="power mean: -1 chi-square, -8 ~ intersection")
+    ap.add_argument("--p", type=float, default=-1.0,
+                    help="power mean: -1 chi-square, -8 ~ intersection (default: %(default)s)")
     ap.add_argument("--max-iter", type=int, default=PMSVM_DEFAULTS["max_iter"],
                     help="PmSVM's epoch cap (default: %(default)s); the default recipe's fits converge within it "
                          "(the last in 2,055 epochs, to tol = 0.1); a fit stopped short depends on rounding (so then "
                          "does every bootstrapping round after it)")
     ap.add_argument("--out", type=Path, required=True, help="model file to write")
-    ap.add_argument("--threads", default="1", help="threads for numba and BLAS")
+    ap.add_argument("--threads", default="1", help="threads for numba and BLAS (default: %(default)s)")
     args = ap.parse_args()
     check_args(ap, args)
     if args.max_iter < 1:

@@ -126,3 +126,28 @@ def test_out_may_not_replace_an_input_data_file(tmp_path):
         r = run_script(name, "--data", str(data), "--out", str(target))
         assert_usage_error(r, "input data file")
         assert target.read_bytes() == b"x"
+
+
+# options whose value has no default to state: repeatable, optional comparisons, required
+NO_DEFAULT = {("bench_detect.py", "--model"), ("train_default.py", "--check"), ("train_pmsvm_detector.py", "--out")}
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in SCRIPTS.glob("[a-z]*.py")))
+def test_help_states_the_default_of_every_option_that_takes_a_value(name):
+    """--help is where a user looks up what a run does when an option is left out (several said nothing: the
+    --repeat of bench_detect.py, the --rounds of train_default.py, ...)."""
+    import re
+
+    r = run_script(name, "--help", env={"COLUMNS": "200"})
+    assert r.returncode == 0, r.stderr
+    options = r.stdout.split("options:", 1)[1]
+    entries = re.split(r"\n(?=  -)", options)
+    checked = 0
+    for entry in entries:
+        m = re.match(r"\s*(?:-\w, )?(--[\w-]+)(?:,\s*--[\w-]+)*\s+([A-Z_{][\w,{}]*)?", entry)
+        if not m or m.group(1) == "--help" or not m.group(2):
+            continue  # --help, and flags (store_true), which take no value
+        checked += 1
+        if (name, m.group(1)) not in NO_DEFAULT:
+            assert "default" in entry, f"{name} {m.group(1)}: {entry.strip()}"
+    assert checked, r.stdout
