@@ -63,6 +63,12 @@ def _check_output(path: Path, option: str):
         _usage(f"{option} {path}: folder {parent} is not writable")
 
 
+def _real(path) -> Path:
+    """The absolute path with symlinks resolved as far as they go: ``Path.resolve()`` raises RuntimeError on a
+    symlink loop (Python 3.11), a traceback where the loop is just a file that cannot be read."""
+    return Path(os.path.realpath(path))
+
+
 def _check_not_input(paths, option: str, inputs: dict):
     """Usage error (exit 2) if writing a path of ``paths`` (one or a list; None entries skipped) would replace an
     input. ``inputs`` maps an option to the file or folder it names, or to a list of files (None: not given);
@@ -72,12 +78,12 @@ def _check_not_input(paths, option: str, inputs: dict):
     files, folders = {}, {}
     for name, given in inputs.items():
         for source in [] if given is None else given if isinstance(given, list) else [given]:
-            source = Path(source).resolve()  # resolve(): a symlink to an input is the input
+            source = _real(source)  # a symlink to an input is the input
             files[source] = name
             if source.is_dir():
                 folders[source] = name
     for path in paths if isinstance(paths, list) else [paths]:
-        target = None if path is None else path.resolve()
+        target = None if path is None else _real(path)
         if target in files:
             _usage(f"{option} {path}: is the {files[target]} input; it would be overwritten")
         if target is not None and target.is_file() and target.suffix.lower() in IMAGE_SUFFIXES:
@@ -419,10 +425,10 @@ def detect(
     det = _load_detector(model)
     # a folder gives its image files, except our earlier annotated outputs in the --out folder (which may be
     # the photos' folder itself, or inside it)
-    skip = out_path.resolve() if out_path is not None else None
+    skip = _real(out_path) if out_path is not None else None
     images = [p for path in images for p in (_image_files(path, "IMAGE") if path.is_dir() else [path])
               if not (path.is_dir() and skip is not None and p.name.endswith(ANNOTATED)
-                      and skip in p.resolve().parents)]
+                      and skip in _real(p).parents)]
     if not images:
         _usage("no image files in the given folders")
     overrides = {k: v for k, v in (("threshold", threshold), ("min_size", min_size), ("max_size", max_size),

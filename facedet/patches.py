@@ -160,7 +160,7 @@ def load_patches(faces=None, nonfaces=None, *, data=None, split="train", errors=
             return X, y
     if faces is None or nonfaces is None:
         raise ValueError("give both a face folder and a non-face folder, or an .npz file")
-    if Path(faces).resolve() == Path(nonfaces).resolve():
+    if os.path.realpath(faces) == os.path.realpath(nonfaces):  # resolve() raises on a symlink loop
         raise ValueError(f"the face and the non-face folder are the same folder: {faces}")
     F, N = load_folder(faces, errors), load_folder(nonfaces, errors)
     return np.concatenate([F, N]), np.r_[np.ones(len(F), np.int64), np.zeros(len(N), np.int64)]

@@ -250,6 +250,30 @@ def test_outputs_are_checked_before_work_and_never_overwrite(astro, tmp_path, sm
     assert r.exit_code == 2 and "does not exist" in r.stderr and "training" not in r.stdout
 
 
+def test_a_symlink_loop_is_a_bad_file_not_a_traceback(astro, small_npz, tmp_path):
+    """Path.resolve() raises RuntimeError on a symlink loop (Python 3.11): the input/output checks gave a
+    traceback (exit 1) for detect, train, evaluate and --out naming such a link."""
+    loop = tmp_path / "loop.jpg"
+    loop.symlink_to(loop)
+    r = runner.invoke(app, ["detect", str(loop), str(astro), "--json"])
+    assert r.exit_code == 1 and isinstance(r.exception, (SystemExit, type(None))), r.output
+    assert [x["image"] for x in json.loads(r.stdout)] == [str(astro)]
+    assert "failed" in r.stderr and str(loop) in r.stderr and "Traceback" not in r.output
+    for argv in (["train", "--data", str(loop), "--out", str(tmp_path / "m.npz")],
+                 ["train", "--faces", str(loop), "--nonfaces", str(tmp_path), "--out", str(tmp_path / "m.npz")]):
+        r = runner.invoke(app, argv)
+        assert r.exit_code == 2 and isinstance(r.exception, SystemExit) and str(loop) in r.stderr, r.output
+    (tmp_path / "ev").mkdir()
+    (tmp_path / "ev" / "x.jpg").symlink_to(tmp_path / "ev" / "x.jpg")
+    (tmp_path / "ev" / "a.csv").write_text("image,x,y,w,h\nx.jpg,1,1,20,20\n")
+    r = runner.invoke(app, ["evaluate", "--images", str(tmp_path / "ev"), "--annotations",
+                            str(tmp_path / "ev" / "a.csv"), "--plot", str(tmp_path / "pr.png")])
+    assert r.exit_code == 2 and isinstance(r.exception, SystemExit) and "x.jpg" in r.stderr, r.output
+    # an output path that is a dangling loop is replaced, as any file there would be
+    r = runner.invoke(app, ["detect", str(astro), "--out", str(loop)])
+    assert r.exit_code == 0 and not loop.is_symlink() and read_rgb(loop).shape == (512, 512, 3), r.output
+
+
 def test_names_are_not_markup_and_messages_do_not_wrap(astro, tmp_path):
     odd = tmp_path / "holiday [edited] with a rather long name to pass eighty columns [bold].png"
     odd.write_bytes(astro.read_bytes())
