@@ -92,6 +92,45 @@ def _check_not_input(paths, option: str, inputs: dict):
                 _usage(f"{option} {path}: is an image in the {name} input; it would be overwritten")
 
 
+_stdout = {"lost": False}  # set when standard output could not take a command's results
+
+
+def _print(*objects, **kwargs):
+    """``out.print``, or for a str with ``raw=True`` a plain write (the --json document). Standard output that
+    cannot take it (a full disk, a closed pipe) is one line on stderr and exit 1 at the end (:func:`_exit`),
+    not a traceback, and the command's other outputs are still written."""
+    raw = kwargs.pop("raw", False)
+    if _stdout["lost"]:
+        return
+    try:
+        if raw:
+            sys.stdout.write(objects[0])
+            sys.stdout.flush()
+        else:
+            out.print(*objects, **kwargs)
+    except OSError as exc:
+        _stdout["lost"] = True
+        if not isinstance(exc, BrokenPipeError):  # a reader that left (| head) needs no message
+            _report("error:", f"cannot write to standard output: {exc.strerror or exc}")
+        try:  # what is left in the buffer goes nowhere, so that Python's flush at exit does not fail again
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            os.close(devnull)
+        except (OSError, ValueError):
+            pass
+
+
+@app.callback()
+def _start():
+    # each run (or CliRunner invocation in one process) starts with a working standard output
+    _stdout["lost"] = False
+
+
+def _exit(failed):
+    """End a command: exit 1 if an input failed or an output (standard output included) was not written."""
+    raise typer.Exit(1 if failed or _stdout["lost"] else 0)
+
+
 def _write(save, path):
     """Run ``save(path)``; an OSError (disk full, ...) is reported with the user's path, exit 1."""
     try:
@@ -297,9 +336,9 @@ def train(
     faces_fit = int((labels == 1).sum())  # with the mirror images and shifted copies
     added = " and ".join(w for w, on in (("mirrors", mirror), ("shifts", shifts > 0)) if on)
     copies = f" ({faces_fit} with {added})" if faces_fit != int(y.sum()) else ""
-    out.print(f"trained on {int(y.sum())} faces{copies} and {int((labels != 1).sum())} non-faces ({features} "
-              f"features): {size}; wrote {out_path}", markup=False, highlight=False)
-    raise typer.Exit(1 if failed or nfail else 0)
+    _print(f"trained on {int(y.sum())} faces{copies} and {int((labels != 1).sum())} non-faces ({features} "
+           f"features): {size}; wrote {out_path}", markup=False, highlight=False)
+    _exit(failed or nfail)
 
 
 _THREADS_HELP = ("Threads: pyramid levels scanned at once (default: $NUMBA_NUM_THREADS, else every core, at most "
@@ -380,9 +419,9 @@ def bootstrap(
     for r in table:
         t.add_row(str(r.round), str(r.n_nonfaces), str(r.n_support) if hasattr(det.classifier, "support_") else "-",
                   str(r.fp_windows), str(r.fp_detections))
-    out.print(t)
-    out.print(f"wrote {out_path}", markup=False, highlight=False)
-    raise typer.Exit(1 if failed or nfail else 0)
+    _print(t)
+    _print(f"wrote {out_path}", markup=False, highlight=False)
+    _exit(failed or nfail)
 
 
 @app.command()
@@ -467,7 +506,7 @@ def detect(
                     _report("failed", f"cannot write annotated image {target}: {getattr(exc, 'strerror', None) or exc}")
                     failed += 1
     if as_json:
-        sys.stdout.write(json.dumps(results, indent=2) + "\n")
+        _print(json.dumps(results, indent=2) + "\n", raw=True)
     else:
         t = Table(title="faces")
         t.add_column("image", overflow="fold")
@@ -476,11 +515,11 @@ def detect(
         for r in results:
             t.add_row(Text(r["image"]), f"{r['width']}x{r['height']}", str(len(r["faces"])),
                       "\n".join(f"{f['x']},{f['y']},{f['w']},{f['h']} ({f['score']:.2f})" for f in r["faces"]))
-        out.print(t)
+        _print(t)
         for r in results:
             if "annotated" in r:
-                out.print(f"wrote {r['annotated']}", markup=False, highlight=False)
-    raise typer.Exit(1 if failed else 0)
+                _print(f"wrote {r['annotated']}", markup=False, highlight=False)
+    _exit(failed)
 
 
 def _annotated_set(images, annotations, split, model):
@@ -626,13 +665,13 @@ def evaluate(
     for col in ("detection rate", "false positives", "average precision"):
         t.add_column(col, justify="right")
     t.add_row(rate(res.detection_rate), str(res.false_positives), rate(res.average_precision))
-    out.print(t)
+    _print(t)
     if plot is None:
         _report("note:", "the current folder is not writable; no precision-recall plot (give --plot PATH)")
     else:
         _write(lambda path: plot_precision_recall(res, path), plot)
-        out.print(f"wrote {plot}", markup=False, highlight=False)
-    raise typer.Exit(1 if failed else 0)
+        _print(f"wrote {plot}", markup=False, highlight=False)
+    _exit(failed)
 
 
 @app.command()
@@ -692,10 +731,10 @@ def calibrate(
             _usage(str(exc))
     _write(det.save, out_path)
     dx, dy, scale = det.box
-    out.print(f"box map from {plural(n_faces, 'face')}: dx={dx:+.3f} dy={dy:+.3f} scale={scale:.3f}; threshold "
-              f"{det.threshold:+.2f}, min_neighbors {det.min_neighbors}; wrote {out_path}", markup=False,
-              highlight=False)
-    raise typer.Exit(1 if failed or nfail else 0)
+    _print(f"box map from {plural(n_faces, 'face')}: dx={dx:+.3f} dy={dy:+.3f} scale={scale:.3f}; threshold "
+           f"{det.threshold:+.2f}, min_neighbors {det.min_neighbors}; wrote {out_path}", markup=False,
+           highlight=False)
+    _exit(failed or nfail)
 
 
 def main(prog_name="facedet"):

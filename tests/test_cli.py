@@ -369,6 +369,22 @@ def test_ctrl_c_while_the_command_loads_exits_130_without_a_traceback(data_dir):
     assert proc.returncode in (130, -signal.SIGINT) and "interrupted" in err and "Traceback" not in err and out == ""
 
 
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full (writes fail with ENOSPC)")
+def test_results_that_standard_output_cannot_take_are_one_line_and_exit_1(astro, tmp_path):
+    """facedet detect --json > file on a full disk: a rich traceback of the failed write (or Python's 'Exception
+    ignored' at exit); now one line on stderr, exit 1, and the annotated image is still written."""
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "NUMBA_NUM_THREADS": "1"}
+    for extra in (["--json"], []):
+        out = tmp_path / f"a{len(extra)}.png"
+        with open("/dev/full", "w") as full:
+            r = subprocess.run([sys.executable, "-m", "facedet", "detect", str(astro), "--out", str(out), *extra],
+                               stdout=full, stderr=subprocess.PIPE, text=True, env=env, timeout=300)
+        assert r.returncode == 1, r.stderr
+        assert "Traceback" not in r.stderr and "Exception ignored" not in r.stderr, r.stderr
+        assert r.stderr.strip().splitlines() == ["error: cannot write to standard output: No space left on device"]
+        assert read_rgb(out).shape == (512, 512, 3)
+
+
 def test_train_checks_scan_options_before_fitting(small_npz, tmp_path, monkeypatch):
     import facedet.bootstrap
     monkeypatch.setattr(facedet.bootstrap, "fit_svm", lambda *a, **k: pytest.fail("fitted before the checks"))
