@@ -44,10 +44,10 @@ def _usage(message):
 
 def _as_options(exc, names):
     """The library's error message with its parameter names as the options the user typed (scale_factor: ->
-    --scale-factor:)."""
+    --scale-factor:, min_size (20) -> --min-size (20))."""
     message = str(exc)
     for name in names:  # whole words only: "C:" must not turn "SVC:" into "SV--C:"
-        message = re.sub(rf"(?<![\w-]){re.escape(name)}:", f"--{name.replace('_', '-')}:", message)
+        message = re.sub(rf"(?<![\w-]){re.escape(name)}(?=:| \()", f"--{name.replace('_', '-')}", message)
     return message
 
 
@@ -479,7 +479,7 @@ def detect(
         try:
             det = det.with_params(**overrides)
         except (TypeError, ValueError) as exc:
-            _usage(_as_options(exc, overrides))
+            _usage(_as_options(exc, [*overrides, "min_size"]))  # (the model's min_size bounds --max-size)
     targets = _annotation_targets(images, out_path)
     _check_not_input(targets, "--out", {"IMAGE": images, "--model": model})
     results, failed = [], 0

@@ -93,7 +93,9 @@ def check_params(**params):
     check_scalar(p["stride"], "stride", lo=1, hi=WINDOW, integer=True)  # beyond a window, stretches go unscanned
     check_scalar(p["min_size"], "min_size", lo=1)
     if p["max_size"] is not None:
-        check_scalar(p["max_size"], "max_size", lo=p["min_size"])
+        check_scalar(p["max_size"], "max_size")
+        if p["max_size"] < p["min_size"]:  # name the bound: "must be >= 20.0" alone reads as a constant
+            raise ValueError(f"max_size: must be >= min_size ({p['min_size']:g}), got {p['max_size']:g}")
     check_scalar(p["threshold"], "threshold")
     if p["refine"] is not None:
         check_scalar(p["refine"], "refine")

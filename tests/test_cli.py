@@ -519,6 +519,8 @@ def test_bad_patch_arrays_and_out_names_are_usage_errors(astro, tmp_path, small_
     assert r.exit_code == 2 and "--features: unknown value 'sift'" in r.stderr
     r = runner.invoke(app, ["detect", str(astro), "--min-size", "2", "--max-size", "5"])  # no scan could find one
     assert r.exit_code == 2 and "--max-size: must be >= 7.5, the smallest face" in r.stderr, r.output
+    r = runner.invoke(app, ["detect", str(astro), "--max-size", "5"])  # below the model's min_size, which it names
+    assert r.exit_code == 2 and "--max-size: must be >= --min-size (20), got 5" in r.stderr, r.output
     r = runner.invoke(app, ["detect", str(astro), "--out", str(tmp_path / "out.txt")])
     assert r.exit_code == 2 and ".txt is not an image format" in r.stderr and not (tmp_path / "out.txt").exists()
     r = runner.invoke(app, ["detect", str(astro), "--out", str(tmp_path / "ann"), "--json"])
