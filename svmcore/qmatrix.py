@@ -84,6 +84,9 @@ class ColumnCache:
             store_rows(self.data, victims, active, np.ascontiguousarray(block))
 
 
+EPS32 = float(np.finfo(np.float32).eps)  # once: np.finfo costs microseconds, and solve asks for every pair
+
+
 def float32_columns_suffice(C_max, diag_max, tol, rel_error=None):
     """Whether float32 columns can reach the stopping rule's ``tol``. A support vector at its bound C moves
     every gradient entry by C Q_ij, which float32 storage rounds by up to about C max_i Q_ii eps32 (eps32 =
@@ -95,7 +98,7 @@ def float32_columns_suffice(C_max, diag_max, tol, rel_error=None):
     ``rel_error``: the columns' relative error where it exceeds float32 storage's (None: eps32), the Q-matrix's
     ``column_rel_error``: rbf columns from float32 products err by up to about 2 gamma max ||x - mean||^2 eps32
     (:class:`KernelQ`)."""
-    eps = np.finfo(np.float32).eps if rel_error is None else max(float(rel_error), float(np.finfo(np.float32).eps))
+    eps = EPS32 if rel_error is None else max(float(rel_error), EPS32)
     return C_max * diag_max * eps < tol
 
 
@@ -108,24 +111,36 @@ def float32_columns_suffice(C_max, diag_max, tol, rel_error=None):
 RBF_FLOAT32_MAX = 100.0
 
 
+def centres(spec: KernelSpec, y):
+    """Whether :class:`KernelQ` centres the rows of a problem with labels y (None: one-class)."""
+    return spec.kind == "rbf" or (spec.kind == "linear" and y is not None)
+
+
 class KernelQ:
     """Q for a kernel SVM on samples X (n, d), float64 array or CSR; ``y`` (n,) of +-1 or None (one-class).
 
-    X is centred where that leaves the problem unchanged: for rbf, which sees only differences, and
-    for the linear C-SVC, whose dual is unchanged because y'a = 0 (its rho moves by <mean, w>:
+    X is centred where that leaves the problem unchanged (:func:`centres`): for rbf, which sees only differences,
+    and for the linear C-SVC, whose dual is unchanged because y'a = 0 (its rho moves by <mean, w>:
     :meth:`rho_shift`); CSR X only in the columns that hold an offset (:func:`svmcore.kernels.sparse_centre`; none
     for text data), so that it stays sparse. A large common offset would otherwise dwarf the differences the solver needs
     (||a||^2 + ||b||^2 - 2<a, b> cancels; float32 columns lose them): Q is then not PSD and SMO cycles.
     Inner products are float64 for poly and linear, for CSR rbf and for rbf on far-out points or very large
     gamma (above :data:`RBF_FLOAT32_MAX`); other rbf products are float32 (as exact as the float32 columns they
     fill, and twice as fast). ``dtype`` float64 gives float64 columns from float64 products throughout.
+
+    With ``rows`` (sorted int indices), X is a :class:`svmcore.kernels.Gram` and the problem is on its rows
+    ``rows``, which the caller has checked need no centre (:func:`centres` and ``Gram.shifts``): the inner products
+    are cut from the Gram's, the same numbers as the rows' own product.
     """
 
-    def __init__(self, X, spec: KernelSpec, y=None, dtype=np.float32):
+    def __init__(self, X, spec: KernelSpec, y=None, dtype=np.float32, rows=None):
         self._args = (X, spec, y)
         self.dtype = np.dtype(dtype)
         self.centre = self.columns = None
-        if spec.kind == "rbf" or (spec.kind == "linear" and y is not None):
+        self.gram = self.index = None
+        if rows is not None:
+            self.gram, self.index, X = X, rows, None
+        elif centres(spec, y):
             if sp.issparse(X):  # shifted in the columns that hold an offset only, so that the rows stay sparse
                 self.centre, self.columns = sparse_centre(X)
                 if self.centre is not None:
@@ -133,30 +148,30 @@ class KernelQ:
             else:
                 self.centre = X.mean(axis=0)
                 X = X - self.centre
-        self.n = X.shape[0]
+        self.n = X.shape[0] if rows is None else len(rows)
         self.spec = spec
         self.y = None if y is None else np.asarray(y, dtype=np.float32)
-        self.sq = row_norms_sq(X)
+        self.sq = row_norms_sq(X) if rows is None else self.gram.sq[rows]
         with np.errstate(over="ignore"):
-            self.diagonal = kernel_diagonal(X, spec, self.sq)
+            self.diagonal = kernel_diagonal(self.sq, spec)
             # |K_ij| <= sqrt(K_ii K_jj): a diagonal within float32 keeps every float32 column finite; else SMO
             # would run on inf and NaN
             check_finite_fit(self.diagonal.astype(np.float32), what=f"the {spec.kind} kernel values on these features",
                              remedy="rescale the features (e.g. to [0, 1]) or lower degree / gamma / |coef0|")
-        exact = (spec.kind != "rbf" or sp.issparse(X) or self.dtype == np.float64
-                 or spec.gamma * self.sq.max(initial=0.0) > RBF_FLOAT32_MAX)
-        self.X = X.astype(np.float64, copy=False) if exact else X.astype(np.float32)
+        exact = (spec.kind != "rbf" or rows is not None or sp.issparse(X) or self.dtype == np.float64
+                 or spec.gamma * self.sq.max(initial=0.0) > RBF_FLOAT32_MAX)  # a Gram holds CSR rows' products
+        if rows is None:
+            self.X = X.astype(np.float64, copy=False) if exact else X.astype(np.float32)
         # a float32 <a, b> errs by about eps32 |a| |b|, which moves rbf's exponent by up to 2 gamma eps32 max_i
         # ||x_i||^2 (|K_ij| <= 1): the columns' relative error, for smo.solve's float32_columns_suffice. CBCL, 800 rows,
         # gamma 0.05 (gamma max ||x||^2 = 4.4), C 1e3-8e3: columns up to 3.3e-6 off (float32 storage: 3e-8) and a true
         # KKT violation of 2-3.8 tol reported below tol (2026-11-27)
-        eps32 = float(np.finfo(np.float32).eps)
-        self.column_rel_error = eps32 if exact else eps32 * max(1.0, 2.0 * spec.gamma * float(self.sq.max(initial=0.0)))
+        self.column_rel_error = EPS32 if exact else EPS32 * max(1.0, 2.0 * spec.gamma * float(self.sq.max(initial=0.0)))
         self._active_key = None  # the row set _X_active was cut for
 
     def float64(self):
         """The same Q with float64 columns (see :func:`float32_columns_suffice`)."""
-        return KernelQ(*self._args, dtype=np.float64)
+        return KernelQ(*self._args, dtype=np.float64, rows=self.index)
 
     def rho_shift(self, alpha, X):
         """What rho of the uncentred problem adds to the solver's: <mean, w> with w = sum_i alpha_i y_i x_i
@@ -176,12 +191,18 @@ class KernelQ:
         # stale rows then gave wrong kernel values and a wrong solution (O(n) to compare; a block costs O(n d))
         if key is None or len(key) != len(active) or not np.array_equal(key, active):
             full = len(active) == self.n
-            self._X_active = self.X if full else self.X[active]
+            if self.gram is None:
+                self._X_active = self.X if full else self.X[active]
+            else:
+                self._X_active = self.index if full else self.index[active]  # rows of the Gram
             self._sq_active = self.sq if full else self.sq[active]
             self._y_active = None if self.y is None else self.y[active]
             self._active_key = np.array(active)  # a copy: the caller may reuse its array
         out = np.empty((len(idx), len(active)), dtype=self.dtype)
-        kernel_block(self.X[idx], self._X_active, self.spec, self.sq[idx], self._sq_active, out=out)
+        if self.gram is None:
+            kernel_block(self.X[idx], self._X_active, self.spec, self.sq[idx], self._sq_active, out=out)
+        else:
+            self.gram.kernel(self.index[idx], self._X_active, self.spec, out=out)
         if self.y is not None:
             out *= self.y[idx, None]
             out *= self._y_active[None, :]

@@ -355,7 +355,8 @@ def compute_rho(G, alpha, y, C):
     yG = y * G
     free = (alpha > 0) & (alpha < C)
     if free.any():
-        return float(yG[free].mean())
+        yG = yG[free]
+        return float(yG.sum() / yG.size)  # the mean, without np.mean's overhead (~10 us, for every pair of classes)
     at_upper = alpha >= C
     fixed = C <= 0
     ub_mask = ((at_upper & (y < 0)) | (~at_upper & (y > 0))) & ~fixed
@@ -388,7 +389,7 @@ def solve(Q, p, y, C, alpha0, *, tol=1e-3, working_set_size=None, cache_size=200
     alpha = np.array(alpha0, dtype=np.float64)
     if alpha.shape != (n,) or p.shape != (n,) or y.shape != (n,) or C.shape != (n,):
         raise ValueError(f"p, y, C and alpha0 must have shape ({n},)")
-    if np.any(alpha < 0) or np.any(alpha > C):
+    if (alpha < 0).any() or (alpha > C).any():
         raise ValueError("alpha0 is not feasible: need 0 <= alpha0 <= C")
     q = min(64 if working_set_size is None else int(working_set_size), n)
     if q < 2:
@@ -401,7 +402,7 @@ def solve(Q, p, y, C, alpha0, *, tol=1e-3, working_set_size=None, cache_size=200
     need = np.empty(q + max(q, 32), dtype=np.int64)  # a working set's columns, or column i + prefetch
     cache = ColumnCache(n, cache_size, 2 * len(need), Q.dtype)  # room for a request beside the working set
     all_idx = np.arange(n, dtype=np.int64)
-    G = _gradient(Q, p, alpha, all_idx)
+    G = _gradient(Q, p, alpha, all_idx) if alpha.any() else p.copy()  # (C-SVC starts from 0)
     active = all_idx.copy()
     act = all_idx  # the active set as handed to Q.rows; replaced when shrinking changes it
     io = np.zeros(7, dtype=np.int64)

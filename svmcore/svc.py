@@ -17,11 +17,11 @@ from ._validation import (NotFittedError, check_array, check_choice, check_class
                           check_labels, check_n_features, check_precomputed_kernel, check_random_state,
                           check_sample_weight, check_scalar, make_rng, row_weights)
 from .base import BaseEstimator, ClassifierMixin
-from .kernels import (KernelSpec, check_gamma, densify_if_cheaper, kernel_block, resolve_kernel, row_norms_sq,
+from .kernels import (Gram, KernelSpec, check_gamma, densify_if_cheaper, kernel_block, resolve_kernel, row_norms_sq,
                       shift_csr, sparse_centre)
 from .multiclass import ovo_pairs, ovo_votes
 from .probability import MIN_PROB, fit_sigmoid, pairwise_coupling, sigmoid_predict
-from .qmatrix import KernelQ, PrecomputedQ
+from .qmatrix import KernelQ, PrecomputedQ, centres
 from .smo import solve
 
 _DECISION_CHUNK = 4096  # test rows per kernel block at prediction
@@ -84,25 +84,31 @@ class _KernelSVM(BaseEstimator):
         return solve(Q, p, y, C, alpha0, **self._solver_settings(), shrinking=bool(self.shrinking),
                      callback=self.callback, verbose=self.verbose)
 
-    def _fit_binary(self, X, spec, rows, ys, C):
+    def _fit_binary(self, X, spec, rows, ys, C, gram=None):
         """Solve the C-SVC dual on the training rows ``rows`` (sorted int indices into X) with labels ys (+-1)
-        and box constraints C, all (len(rows),); returns the solver result."""
-        if len(rows) == X.shape[0]:  # sorted and complete: all of X, no copy
-            Xm = X
+        and box constraints C, all (len(rows),); returns the solver result. ``gram``: X's :class:`Gram`, or None."""
+        if _uses_gram(gram, spec, rows):
+            Xm, Q = None, KernelQ(gram, spec, ys, rows=rows)  # uncentred: no rho shift
         else:
-            Xm = X[np.ix_(rows, rows)] if spec.kind == "precomputed" else X[rows]
-        Q = self._make_q(Xm, spec, ys)
+            if len(rows) == X.shape[0]:  # sorted and complete: all of X, no copy
+                Xm = X
+            else:
+                Xm = X[np.ix_(rows, rows)] if spec.kind == "precomputed" else X[rows]
+            Q = self._make_q(Xm, spec, ys)
         res = self._run(Q, -np.ones(len(rows)), ys, C, np.zeros(len(rows)))
         res.rho += Q.rho_shift(res.alpha, Xm)
         return res
 
     @staticmethod
-    def _binary_decision(X, spec, train, coef, intercept, rows):
+    def _binary_decision(X, spec, train, coef, intercept, rows, gram=None):
         """Decision values (len(rows),) on X[rows] of a binary model trained on X[train] with dual
-        coefficients coef (len(train),) = alpha * y; only its support vectors enter the kernel block."""
+        coefficients coef (len(train),) = alpha * y; only its support vectors enter the kernel block. ``gram``: X's
+        :class:`Gram`, or None."""
         sv = coef != 0
         if spec.kind == "precomputed":
             return X[np.ix_(rows, train[sv])] @ coef[sv] + intercept
+        if _uses_gram(gram, spec, train[sv]):  # what _kernel_decision computes where it does not centre
+            return (gram.kernel(rows, train[sv], spec) @ coef[sv, None])[:, 0] + intercept
         # centred as decision_function: uncentred, pendigits 3 vs 9 + 1e7 cross-validated into sigmoids of slope
         # -2.3 (rbf) / -1.7 (linear) instead of -4.5 / -3.6, probabilities 0.22 / 0.24 off
         return _kernel_decision(X[rows], X[train[sv]], coef[sv, None], spec, coef_sum_zero=True)[:, 0] + intercept
@@ -242,6 +248,19 @@ def _kernel_decision(X, sv, coef, spec, coef_sum_zero):
     return out + offset
 
 
+def _gram_pays(X, n_classes, cache_mb):
+    """Whether a one-vs-one fit on X computes its :class:`Gram` first: CSR rows (dense ones are centred per pair) in
+    more than two classes, whose n^2 float64 products fit in the kernel cache's budget. The pairs' blocks cover
+    them all, most more than once, and small pairs compute all their columns anyway."""
+    return sp.issparse(X) and n_classes > 2 and 8.0 * X.shape[0] ** 2 <= cache_mb * 2**20
+
+
+def _uses_gram(gram, spec, rows):
+    """Whether a problem (or a model's support vectors) on X's rows ``rows`` takes its kernel values from X's
+    :class:`Gram`: there is one, and its centring (:func:`svmcore.qmatrix.centres`) leaves the rows unshifted."""
+    return gram is not None and not (centres(spec, True) and gram.shifts(rows))
+
+
 class _if_probability:
     """Decorator: the method exists only while ``probability`` is True (scikit-learn's ``available_if``, which
     svmcore does not import): otherwise attribute access raises AttributeError, so ``hasattr(clf,
@@ -351,6 +370,7 @@ class SVC(ClassifierMixin, _KernelSVM):
         w = row_weights(sample_weight, self.class_weight, classes, yi)  # checked before any pair is trained
         rng = make_rng(self.random_state) if self.probability else None
         pairs = ovo_pairs(len(classes))
+        gram = Gram(X) if _gram_pays(X, len(classes), self._solver_settings()["cache_size"]) else None
         problems = []
         for a, b in pairs:
             rows = np.flatnonzero((yi == a) | (yi == b))
@@ -361,8 +381,9 @@ class SVC(ClassifierMixin, _KernelSVM):
 
         def solve_pair(problem):
             rows, ys, C, folds = problem
-            sigmoid = fit_sigmoid(*self._cross_val_decision(X, spec, rows, ys, C, folds)) if self.probability else None
-            return self._fit_binary(X, spec, rows, ys, C), sigmoid
+            sigmoid = (fit_sigmoid(*self._cross_val_decision(X, spec, rows, ys, C, folds, gram=gram))
+                       if self.probability else None)
+            return self._fit_binary(X, spec, rows, ys, C, gram), sigmoid
 
         with thread_map(min(self._n_threads(), len(pairs))) as run:
             solved = run(solve_pair, problems)
@@ -381,7 +402,7 @@ class SVC(ClassifierMixin, _KernelSVM):
         self._freeze()
         return self
 
-    def _cross_val_decision(self, X, spec, rows, ys, C, perm, n_folds=5):
+    def _cross_val_decision(self, X, spec, rows, ys, C, perm, n_folds=5, gram=None):
         """Out-of-fold decision values of one binary model (training rows ``rows``, labels ys, box
         constraints C, all (len(rows),)) for Platt's sigmoid: LIBSVM's svm_binary_svc_probability.
 
@@ -389,7 +410,7 @@ class SVC(ClassifierMixin, _KernelSVM):
         each part gets the decision values of the same SVC (same kernel, C, weights, solver settings) trained on
         the other parts. A fold whose training part holds a single class gives +1 (class b) or -1 (class a) to
         all its rows, as LIBSVM. Rows of zero weight take no part (LIBSVM removes them before training).
-        Returns (f, ys) over the rows kept, (n_kept,) float64 each.
+        Returns (f, ys) over the rows kept, (n_kept,) float64 each. ``gram``: X's :class:`Gram`, or None.
         """
         keep = C > 0
         rows, ys, C = rows[keep], ys[keep], C[keep]
@@ -405,8 +426,8 @@ class SVC(ClassifierMixin, _KernelSVM):
             if n_pos in (0, len(train)):
                 f[test] = 1.0 if n_pos else (-1.0 if len(train) else 0.0)
                 continue
-            res = self._fit_binary(X, spec, rows[train], ys[train], C[train])
-            f[test] = self._binary_decision(X, spec, rows[train], res.alpha * ys[train], -res.rho, rows[test])
+            res = self._fit_binary(X, spec, rows[train], ys[train], C[train], gram)
+            f[test] = self._binary_decision(X, spec, rows[train], res.alpha * ys[train], -res.rho, rows[test], gram)
         return f, ys
 
     def decision_function(self, X):

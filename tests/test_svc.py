@@ -760,7 +760,8 @@ def test_csr_rows_are_shifted_only_in_the_columns_that_hold_an_offset(data_dir, 
         assert columns.tolist() == [8315] and c[8315] == pytest.approx(mean[8315], rel=1e-12)
         assert np.count_nonzero(c) == 1
     # the O(nnz) screen's two numbers, against numpy on the dense copy
-    total, spread = svmcore.kernels._csr_mean_sq_and_spread(far.indices, far.data, 400, far.shape[1])
+    total, spread = svmcore.kernels._csr_mean_sq_and_spread(far.indptr, far.indices, far.data, np.arange(400),
+                                                            far.shape[1])
     dense = far.toarray()
     assert total == pytest.approx(mean @ mean, rel=1e-12)
     assert spread == pytest.approx(((dense - dense.mean(axis=0)) ** 2).sum(axis=1).mean(), rel=1e-9)
@@ -771,6 +772,44 @@ def test_csr_rows_are_shifted_only_in_the_columns_that_hold_an_offset(data_dir, 
     P = pendigits_full[0][:400] + 1e7
     assert svmcore.kernels.sparse_centre(sp.csr_matrix(P))[1].tolist() == list(range(16))
     assert svmcore.kernels.sparse_centre(P)[1].tolist() == list(range(16))
+
+
+def test_one_vs_one_on_sparse_rows_cuts_the_pairs_from_one_gram_and_gives_the_per_pair_model(data_dir, monkeypatch):
+    # CSR rows in more than two classes: every pair (and probability fold) takes its inner products and row norms from
+    # one Gram of all rows, computed once, instead of cutting its rows out of X and multiplying them (sector, 700
+    # rows, 5,356 pairs: most of the fit). Same numbers to the bit, so the same model as the per-pair products give.
+    # A far-off column in classes 1-3 makes sparse_centre shift some pairs: those keep the per-pair path.
+    from svmcore import kernels, qmatrix, svc
+
+    X, y, T, _ = _svmlight(data_dir, "sector/sector.t.scale.bz2", 55197, 1200)
+    X, y = X[y <= 12], y[y <= 12]
+    column = np.where(y <= 3, 50.0 + np.random.default_rng(0).random(len(y)), 0.0)
+    far, T_far = sp.hstack([X, column[:, None]], format="csr"), sp.hstack([T, np.zeros((T.shape[0], 1))], format="csr")
+    gram, shifts = kernels.Gram(far), []
+    for a, b in ovo_pairs(12) + 1:
+        rows = np.flatnonzero((y == a) | (y == b))
+        shifts.append(gram.shifts(rows))
+        assert shifts[-1] == (kernels.sparse_centre(far[rows])[1] is not None)
+    assert 3 <= sum(shifts) < len(shifts)
+    cut, centred = [], []
+    kernel, centre = kernels.Gram.kernel, qmatrix.sparse_centre
+    monkeypatch.setattr(kernels.Gram, "kernel", lambda g, a, *rest, **kw: cut.append(a) or kernel(g, a, *rest, **kw))
+    monkeypatch.setattr(qmatrix, "sparse_centre", lambda Z: centred.append(Z) or centre(Z))
+    for est, A, B in ((svmcore.SVC(kernel="linear", C=1e4), X, T),  # float64 columns (float32_columns_suffice)
+                      (svmcore.SVC(kernel="poly", degree=2, C=1.0), X, T),
+                      (svmcore.SVC(kernel="rbf", gamma=1.0, C=10.0, probability=True, random_state=0), X, T),
+                      (svmcore.SVC(kernel="linear", C=1.0, probability=True, random_state=0), far, T_far)):
+        cut.clear(), centred.clear()
+        fast = clone_of(est).fit(A, y)
+        assert cut and bool(centred) == (A is far)
+        with monkeypatch.context() as m:
+            m.setattr(svc, "_gram_pays", lambda *args: False)
+            cut.clear()
+            slow = clone_of(est).fit(A, y)
+            assert not cut
+        for k in ("support_", "dual_coef_", "intercept_") + (("probA_", "probB_") if est.probability else ()):
+            np.testing.assert_array_equal(getattr(fast, k), getattr(slow, k), err_msg=k)
+        np.testing.assert_array_equal(fast._pairwise_decision(B), slow._pairwise_decision(B))
 
 
 def test_sparse_rows_go_dense_only_where_the_dense_product_is_cheaper(data_dir, monkeypatch):
