@@ -112,10 +112,38 @@ def densify_if_cheaper(X):
         return X
     p = np.bincount(X.indices, minlength=d) / n
     p2 = p * p
-    flops, scattered = p2.sum(), p2 @ (1.0 - p)
+    return X.toarray() if _sparse_cost(n, p2.sum(), p2 @ (1.0 - p)) > n * d else X
+
+
+def _sparse_cost(n, flops, scattered):
+    """The cost of n sparse kernel rows in BLAS multiply-adds (``SPARSE_COST``), from sum_j p_j^2 and
+    sum_j p_j^2 (1 - p_j)."""
     a, b, c = SPARSE_COST
-    sparse = n * (a * flops + b * scattered + c * (1.0 - np.exp(-flops)))
-    return X.toarray() if sparse > n * d else X
+    return n * (a * flops + b * scattered + c * (1.0 - np.exp(-flops)))
+
+
+@nb.njit(cache=True, nogil=True)
+def _csr_rows_occupancy(indptr, indices, rows, d):
+    """(sum_j p_j^2, sum_j p_j^2 (1 - p_j)), p_j the share of the rows ``rows`` of a canonical CSR matrix with d columns
+    that hold an entry in column j: :func:`densify_if_cheaper`'s sums, over the columns these rows touch."""
+    n = rows.shape[0]
+    count = np.empty(d, dtype=np.int64)
+    for r in rows:
+        for k in range(indptr[r], indptr[r + 1]):
+            count[indices[k]] = 0
+    for r in rows:
+        for k in range(indptr[r], indptr[r + 1]):
+            count[indices[k]] += 1
+    flops = scattered = 0.0
+    for r in rows:
+        for k in range(indptr[r], indptr[r + 1]):
+            j = indices[k]
+            if count[j] > 0:  # each column once
+                p = count[j] / n
+                flops += p * p
+                scattered += p * p * (1.0 - p)
+                count[j] = 0
+    return flops, scattered
 
 
 @nb.njit(cache=True, nogil=True)
@@ -280,10 +308,10 @@ class Gram:
 
     # sparse_centre leaves rows unshifted where ||mean||^2 <= mean_i ||x_i - mean||^2 = mean_i ||x_i||^2 - ||mean||^2,
     # i.e. 2 sum_ij <x_i, x_j> / n <= sum_i ||x_i||^2, which its screen decides from the rows' entries (20-40 us for a
-    # sector pair). The Gram gives both sides in a few us. Their rounding, and the screen's, stays within about
-    # (entries + n^2) eps of sum_i ||x_i||^2 (Cauchy-Schwarz bounds every term by it), so MARGIN below the boundary the
-    # screen's answer is known; nearer, or beyond it, the screen decides.
-    MARGIN = 0.01
+    # sector pair). For up to SMALL rows the Gram gives both sides in a few us. Their rounding, and the screen's, stays
+    # within about (entries + n^2) eps of sum_i ||x_i||^2 (Cauchy-Schwarz bounds every term by it), so MARGIN below
+    # the boundary the screen's answer is known; nearer, beyond it, or for more rows, the screen decides.
+    MARGIN, SMALL = 0.01, 64
 
     def __init__(self, X):
         self.X = X
@@ -298,10 +326,20 @@ class Gram:
     def shifts(self, rows):
         """Whether :func:`sparse_centre` may shift the rows ``rows`` (int array): False for text data."""
         n = len(rows)
-        if n == 0 or 2.0 * self.dot[rows[:, None], rows].sum() / n <= (1.0 - self.MARGIN) * self.sq[rows].sum():
+        if n == 0 or (n <= self.SMALL and 2.0 * self.dot[rows[:, None], rows].sum() / n
+                      <= (1.0 - self.MARGIN) * self.sq[rows].sum()):
             return False
         total, spread = _csr_mean_sq_and_spread(self.X.indptr, self.X.indices, self._data, rows, self.X.shape[1])
         return not (total == 0.0 or total <= spread)
+
+    def keeps_sparse(self, rows):
+        """Whether :func:`densify_if_cheaper` leaves the rows ``rows`` (int array) sparse. Its sums are taken here over
+        the columns these rows touch, in another order, so the answer is True only 1e-6 clear of its boundary."""
+        n, d = len(rows), self.X.shape[1]
+        if 8 * n * d > DENSE_MAX_BYTES:
+            return True
+        flops, scattered = _csr_rows_occupancy(self.X.indptr, self.X.indices, rows, d)
+        return _sparse_cost(n, flops, scattered) < (1.0 - 1e-6) * n * d
 
     def kernel(self, a, b, spec: KernelSpec, out=None):
         """K(X[a], X[b]) (len(a), len(b)) for index arrays a and b, as :func:`kernel_block` of those rows gives it."""
