@@ -4,7 +4,7 @@ The solver (``smo.solve``) never sees kernels. A Q-matrix has ``n``, ``diagonal`
 ``dtype`` (float32, as LIBSVM's Qfloat, or float64), ``float64()`` (the same Q with float64 columns, which
 the solver asks for where float32 cannot reach its tolerance) and ``rows(idx, active)``: the block
 Q[idx][:, active] of that dtype, i.e. the working set's columns stored as rows (Q is symmetric), computed
-together; and ``rho_shift(alpha, X)``, what the solver's rho needs added
+together; and ``rho_shift(alpha)``, what the solver's rho needs added
 where the Q-matrix solves an equivalent, better conditioned problem (centred linear C-SVC). Kinds:
 
 - :class:`KernelQ`: Q_ij = y_i y_j K(x_i, x_j) (C-SVC) or K(x_i, x_j) (one-class, ``y=None``), computed
@@ -173,15 +173,15 @@ class KernelQ:
         """The same Q with float64 columns (see :func:`float32_columns_suffice`)."""
         return KernelQ(*self._args, dtype=np.float64, rows=self.index)
 
-    def rho_shift(self, alpha, X):
+    def rho_shift(self, alpha):
         """What rho of the uncentred problem adds to the solver's: <mean, w> with w = sum_i alpha_i y_i x_i
-        over the original rows X (n, d) (0 where X was not centred; SVM decision value w'x - rho)."""
+        over the original rows (0 where they were not centred; SVM decision value w'x - rho)."""
         if self.centre is None or self.spec.kind != "linear":
             return 0.0
-        # sum_i alpha_i y_i <x_i - mean, mean>: the <mean, mean> sum_i alpha_i y_i it leaves out is 0 (y'a = 0) up to
-        # rounding, which a large common offset turned into a wrong intercept (pendigits + 1e7)
-        shifted = shift_csr(X, self.centre, self.columns) if sp.issparse(X) else X - self.centre
-        return float((alpha * self.y) @ (shifted @ self.centre))
+        # sum_i alpha_i y_i <x_i - mean, mean> over the centred rows it holds (linear products are float64): the
+        # <mean, mean> sum_i alpha_i y_i it leaves out is 0 (y'a = 0) up to rounding, which a large common offset
+        # turned into a wrong intercept (pendigits + 1e7)
+        return float((alpha * self.y) @ (self.X @ self.centre))
 
     def rows(self, idx, active):
         """Q[idx][:, active] as a (len(idx), len(active)) array of ``dtype``; ``active`` increasing indices."""
@@ -244,7 +244,7 @@ class PrecomputedQ:
             return self.Q[idx]
         return self.Q[np.ix_(idx, active)]
 
-    def rho_shift(self, alpha, M):
+    def rho_shift(self, alpha):
         """0.0: the matrix is used as given (see :meth:`KernelQ.rho_shift`)."""
         return 0.0
 

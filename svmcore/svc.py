@@ -88,15 +88,13 @@ class _KernelSVM(BaseEstimator):
         """Solve the C-SVC dual on the training rows ``rows`` (sorted int indices into X) with labels ys (+-1)
         and box constraints C, all (len(rows),); returns the solver result. ``gram``: X's :class:`Gram`, or None."""
         if _uses_gram(gram, spec, rows):
-            Xm, Q = None, KernelQ(gram, spec, ys, rows=rows)  # uncentred: no rho shift
+            Q = KernelQ(gram, spec, ys, rows=rows)
+        elif len(rows) == X.shape[0]:  # sorted and complete: all of X, no copy
+            Q = self._make_q(X, spec, ys)
         else:
-            if len(rows) == X.shape[0]:  # sorted and complete: all of X, no copy
-                Xm = X
-            else:
-                Xm = X[np.ix_(rows, rows)] if spec.kind == "precomputed" else X[rows]
-            Q = self._make_q(Xm, spec, ys)
+            Q = self._make_q(X[np.ix_(rows, rows)] if spec.kind == "precomputed" else X[rows], spec, ys)
         res = self._run(Q, -np.ones(len(rows)), ys, C, np.zeros(len(rows)))
-        res.rho += Q.rho_shift(res.alpha, Xm)
+        res.rho += Q.rho_shift(res.alpha)
         return res
 
     @staticmethod
