@@ -112,38 +112,10 @@ def densify_if_cheaper(X):
         return X
     p = np.bincount(X.indices, minlength=d) / n
     p2 = p * p
-    return X.toarray() if _sparse_cost(n, p2.sum(), p2 @ (1.0 - p)) > n * d else X
-
-
-def _sparse_cost(n, flops, scattered):
-    """The cost of n sparse kernel rows in BLAS multiply-adds (``SPARSE_COST``), from sum_j p_j^2 and
-    sum_j p_j^2 (1 - p_j)."""
+    flops, scattered = p2.sum(), p2 @ (1.0 - p)
     a, b, c = SPARSE_COST
-    return n * (a * flops + b * scattered + c * (1.0 - np.exp(-flops)))
-
-
-@nb.njit(cache=True, nogil=True)
-def _csr_rows_occupancy(indptr, indices, rows, d):
-    """(sum_j p_j^2, sum_j p_j^2 (1 - p_j)), p_j the share of the rows ``rows`` of a canonical CSR matrix with d columns
-    that hold an entry in column j: :func:`densify_if_cheaper`'s sums, over the columns these rows touch."""
-    n = rows.shape[0]
-    count = np.empty(d, dtype=np.int64)
-    for r in rows:
-        for k in range(indptr[r], indptr[r + 1]):
-            count[indices[k]] = 0
-    for r in rows:
-        for k in range(indptr[r], indptr[r + 1]):
-            count[indices[k]] += 1
-    flops = scattered = 0.0
-    for r in rows:
-        for k in range(indptr[r], indptr[r + 1]):
-            j = indices[k]
-            if count[j] > 0:  # each column once
-                p = count[j] / n
-                flops += p * p
-                scattered += p * p * (1.0 - p)
-                count[j] = 0
-    return flops, scattered
+    sparse = n * (a * flops + b * scattered + c * (1.0 - np.exp(-flops)))
+    return X.toarray() if sparse > n * d else X
 
 
 @nb.njit(cache=True, nogil=True)
@@ -331,15 +303,6 @@ class Gram:
             return False
         total, spread = _csr_mean_sq_and_spread(self.X.indptr, self.X.indices, self._data, rows, self.X.shape[1])
         return not (total == 0.0 or total <= spread)
-
-    def keeps_sparse(self, rows):
-        """Whether :func:`densify_if_cheaper` leaves the rows ``rows`` (int array) sparse. Its sums are taken here over
-        the columns these rows touch, in another order, so the answer is True only 1e-6 clear of its boundary."""
-        n, d = len(rows), self.X.shape[1]
-        if 8 * n * d > DENSE_MAX_BYTES:
-            return True
-        flops, scattered = _csr_rows_occupancy(self.X.indptr, self.X.indices, rows, d)
-        return _sparse_cost(n, flops, scattered) < (1.0 - 1e-6) * n * d
 
     def kernel(self, a, b, spec: KernelSpec, out=None):
         """K(X[a], X[b]) (len(a), len(b)) for index arrays a and b, as :func:`kernel_block` of those rows gives it."""

@@ -105,9 +105,7 @@ class _KernelSVM(BaseEstimator):
         sv = coef != 0
         if spec.kind == "precomputed":
             return X[np.ix_(rows, train[sv])] @ coef[sv] + intercept
-        if _uses_gram(gram, spec, train[sv]) and gram.keeps_sparse(train[sv]):
-            # what _kernel_decision computes where it neither centres nor densifies the support vectors (dense, their
-            # row norms differ in the last bits), in its blocks (BLAS may round a block of another size differently)
+        if _uses_gram(gram, spec, train[sv]):  # what _kernel_decision computes where it does not centre, in its blocks
             step = _block_rows(sv.sum())
             return np.concatenate([gram.kernel(rows[s:s + step], train[sv], spec) @ coef[sv, None]
                                    for s in range(0, len(rows), step)])[:, 0] + intercept
