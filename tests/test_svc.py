@@ -508,6 +508,21 @@ def test_multiclass_one_vs_one_matches_libsvm(pendigits_small, tmp_path):
     assert not hasattr(ours, "coef_")  # rbf: no primal weights, as scikit-learn
 
 
+def test_many_classes_score_through_sparse_pair_coefficients_as_libsvm(data_dir):
+    # 26 letters, 325 pairs: a pair's coefficients are nonzero on its two classes' support vectors only, and the
+    # decision multiplies the kernel block by them as a sparse matrix (LIBSVM's n n_SV (k - 1) products)
+    X, y, Xt, _ = _svmlight(data_dir, "letter/letter.scale.bz2", 16, 2000)
+    X, Xt = X.toarray(), Xt.toarray()[:500]
+    for kernel in ("linear", "rbf"):
+        ours = svmcore.SVC(kernel=kernel, C=1.0, gamma=0.5).fit(X, y)
+        assert np.count_nonzero(ours.dual_coef_) < 0.1 * ours.dual_coef_.size
+        pairwise = ours._pairwise_decision(Xt)
+        K = pairwise_kernel(Xt, ours.support_vectors_, kernel=kernel, gamma=0.5)  # every pair at once, a dense product
+        np.testing.assert_allclose(pairwise, K @ ours.dual_coef_.T + ours.intercept_, rtol=0, atol=1e-9)
+    ref = sk.SVC(kernel="rbf", C=1.0, gamma=0.5, decision_function_shape="ovo").fit(X, y)  # (the last fit's kernel)
+    assert np.abs(pairwise + ref.decision_function(Xt)).max() <= 5e-3
+
+
 def test_n_jobs_solves_pairs_on_threads_with_the_same_model(pendigits_small):
     """n_jobs > 1 solves the one-vs-one pairs (and their probability folds) on threads: the model is the one of
     n_jobs=1 to the bit, and an error in one pair stops the fit and reaches the caller."""
