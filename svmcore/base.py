@@ -20,7 +20,8 @@ class BaseEstimator:
     ``_state_meta``; :meth:`save` stores exactly those, and ``svmcore.load`` restores them after
     calling ``_check_state``: the hyperparameter checks of ``fit`` (``_check_params``) plus the shape
     checks subclasses add. Arrays named in ``_sparse_arrays`` may be scipy.sparse CSR matrices, which files hold
-    as their CSR parts, for every estimator alike (:func:`svmcore.persistence.split_sparse`). Works with
+    as their CSR parts, for every estimator alike (:func:`svmcore.persistence.split_sparse`), and so do the mostly-zero
+    arrays named in ``_sparse_in_files``, which load dense. Works with
     scikit-learn's model selection (``clone``, ``GridSearchCV``, ``Pipeline``) without depending on it.
 
     A fitted model keeps the hyperparameters it was fitted with: a successful fit (and load) records them
@@ -33,6 +34,9 @@ class BaseEstimator:
     _state_meta: tuple[str, ...] = ()
     _int_arrays: tuple[str, ...] = ("support_", "n_iter_")  # learned arrays of indices or counts; the rest are floats
     _sparse_arrays: tuple[str, ...] = ()  # learned arrays that may be CSR (load refuses sparse parts of others)
+    # learned arrays held dense but written as CSR parts where under a tenth of their entries are nonzero (SVC's
+    # one-vs-one dual_coef_: a pair's coefficients are nonzero on its two classes' support vectors only)
+    _sparse_in_files: tuple[str, ...] = ()
     _estimator_type: str | None = None
     _sparse_input = True  # whether fit accepts scipy.sparse X (scikit-learn's input tag)
     _pairwise_input = False  # X is a kernel matrix: model selection must slice its rows and columns
@@ -88,6 +92,10 @@ class BaseEstimator:
     def _get_state(self):
         """(params, meta, arrays) that save writes, checked by building the model load would build from them."""
         params, meta, arrays = self._state()
+        for k in self._sparse_in_files:
+            a = arrays[k]
+            if isinstance(a, np.ndarray) and a.ndim == 2 and np.count_nonzero(a) < 0.1 * a.size:
+                arrays[k] = sp.csr_matrix(a)
         arrays = persistence.split_sparse(arrays)  # what files hold: numeric arrays only
         type(self)._from_state(dict(params), dict(meta), dict(arrays))  # never write a file that load would refuse
         return params, meta, arrays
@@ -113,7 +121,8 @@ class BaseEstimator:
 
     @classmethod
     def _from_state(cls, params, meta, arrays):
-        arrays = persistence.join_sparse(arrays, cls._sparse_arrays)
+        arrays = persistence.join_sparse(arrays, cls._sparse_arrays + cls._sparse_in_files)
+        arrays.update({k: arrays[k].toarray() for k in cls._sparse_in_files if sp.issparse(arrays.get(k))})
         params = cls._upgrade_params({**cls._params_added_later, **params})
         if "class_weight" in params:
             params["class_weight"] = class_weight_from_json(params["class_weight"])

@@ -3,8 +3,9 @@
 Layout: ``__header__`` is a uint8 array holding UTF-8 JSON
 ``{"format": "svmcore-model", "format_version": 1, "class": name, "params": {...}, "meta": {...}}``;
 every other entry is a learned numeric array. A learned array that is a scipy.sparse matrix (``support_vectors_``
-of a kernel model fitted on CSR rows) is stored as its CSR parts, four arrays named ``<name>.data`` (float64,
-the nonzero values row by row), ``<name>.indices`` (integers, their columns, sorted within each row),
+of a kernel model fitted on CSR rows), and a one-vs-one ``dual_coef_`` with under a tenth of its entries nonzero
+(which loads dense), is stored as its CSR parts, four arrays named ``<name>.data`` (float64, the nonzero values
+row by row), ``<name>.indices`` (integers, their columns, sorted within each row),
 ``<name>.indptr`` (integers, n_rows + 1 offsets into the other two) and ``<name>.shape`` (int64, (n_rows,
 n_columns)), scipy's CSR layout (``np.savez`` and ``np.load`` keep the dotted names). Loading checks the parts
 (:func:`join_sparse`) before scipy sees them. A dense array under ``<name>`` (files written before sparse

@@ -35,6 +35,7 @@ class _KernelSVM(BaseEstimator):
 
     _state_arrays = ("support_", "support_vectors_", "dual_coef_", "intercept_")
     _sparse_arrays = ("support_vectors_",)
+    _sparse_in_files = ("dual_coef_",)  # one-vs-one with many classes: sector's 3,000 rows, 124 of 127.5 MiB
     _state_meta = ("gamma_", "n_features_in_", "n_iter_", "objective_", "kkt_violation_", "fit_seconds_")
 
     def _check_params(self):
