@@ -12,7 +12,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from . import persistence
-from ._parallel import check_threads, thread_map
+from ._parallel import blas_single_thread, check_threads, thread_map
 from ._validation import (NotFittedError, check_array, check_choice, check_class_weight, check_finite_fit, check_fitted,
                           check_labels, check_n_features, check_precomputed_kernel, check_random_state,
                           check_sample_weight, check_scalar, make_rng, row_weights)
@@ -26,6 +26,7 @@ from .smo import solve
 
 _DECISION_CHUNK = 4096  # test rows per kernel block at prediction
 _BLOCK_ENTRIES = 2**24  # and at most this many kernel values (dense rows against CSR support vectors: row entries)
+_THREADED_PAIR_ROWS = 256  # n_jobs > 1 solves pairs on threads where they average this many rows (2n / k) or more
 
 
 class _KernelSVM(BaseEstimator):
@@ -310,7 +311,8 @@ class SVC(ClassifierMixin, _KernelSVM):
     the training cost); random_state (None | int >= 0 | numpy Generator / RandomState: the folds of the
     probability cross-validation, None drawing from numpy's global RandomState as scikit-learn; unused when
     probability=False); n_jobs (None or 1: one binary problem at a time; j > 1: up to j pairs of classes
-    solved at once on threads, each with its probability cross-validation; -1: one thread per available core).
+    solved at once on threads, each with its probability cross-validation; -1: one thread per available core;
+    pairs of fewer than 256 rows on average, whose time is mostly Python, run on one thread: two were slower).
     With j > 1, BLAS runs on one thread meanwhile, so the model is that of n_jobs=1 with BLAS on one thread, to
     the bit (multi-threaded BLAS rounds the float32 kernel columns differently, which can move a fit slightly);
     each running solver keeps its own kernel cache of cache_size MB, and the callback is called from the
@@ -396,8 +398,16 @@ class SVC(ClassifierMixin, _KernelSVM):
                        if self.probability else None)
             return self._fit_binary(X, spec, rows, ys, C, gram), sigmoid
 
-        with thread_map(min(self._n_threads(), len(pairs))) as run:
-            solved = run(solve_pair, problems)
+        threads = min(self._n_threads(), len(pairs))
+        if threads > 1 and 2 * len(yi) / len(classes) < _THREADED_PAIR_ROWS:
+            # tiny pairs are mostly Python around the solver, which holds the GIL: two threads took 1.7-2x the time of
+            # one (sector, 700 rows in 104 classes, 13 a pair; 300 rows with probability=True: 9-11 s against 5.1 s)
+            # and gained nothing up to ~300 rows a pair. One thread, BLAS too, so that the model stays n_jobs=j's
+            with blas_single_thread():
+                solved = [solve_pair(problem) for problem in problems]
+        else:
+            with thread_map(threads) as run:
+                solved = run(solve_pair, problems)
         coef = np.zeros((len(pairs), X.shape[0]))
         for m, ((rows, ys, _, _), (res, _)) in enumerate(zip(problems, solved)):
             coef[m, rows] = res.alpha * ys

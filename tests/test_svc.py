@@ -560,6 +560,24 @@ def test_n_jobs_solves_pairs_on_threads_with_the_same_model(pendigits_small):
     assert svmcore.SVC(kernel="rbf", gamma=2.0, n_jobs=-1).fit(X[:300], y[:300]).score(X[:300], y[:300]) > 0.9
 
 
+def test_n_jobs_solves_tiny_pairs_on_one_thread_with_the_same_model(data_dir):
+    # sector, 300 rows in 92 classes (about 7 rows a pair): two threads took 9-11 s against one's 5.1 s with
+    # probability=True, the Python around each tiny solve holding the GIL
+    import threading
+
+    from threadpoolctl import threadpool_limits
+
+    X, y = _svmlight(data_dir, "sector/sector.scale.bz2", 55197, 300)[:2]
+    params = {"kernel": "linear", "probability": True, "random_state": 0}
+    with threadpool_limits(1, user_api="blas"):
+        one = svmcore.SVC(**params).fit(X, y)
+    seen = set()
+    two = svmcore.SVC(**params, n_jobs=2, callback=lambda info: seen.add(threading.get_ident())).fit(X, y)
+    assert seen == {threading.get_ident()}
+    for name in ("support_", "dual_coef_", "intercept_", "probA_", "probB_"):
+        np.testing.assert_array_equal(getattr(two, name), getattr(one, name))
+
+
 def test_linear_coef_and_n_support_match_libsvm(cbcl_small, pendigits_small):
     X, y, Xt, _ = cbcl_small
     ours = svmcore.SVC(kernel="linear", C=0.1).fit(X, y)
