@@ -20,7 +20,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ._validation import check_finite_fit
-from .kernels import KernelSpec, kernel_block, kernel_diagonal, row_norms_sq, shift_csr, sparse_centre
+from .kernels import KernelSpec, centres, kernel_block, kernel_diagonal, row_norms_sq, shift_csr, sparse_centre
 
 
 @nb.njit(cache=True, nogil=True)
@@ -111,26 +111,21 @@ def float32_columns_suffice(C_max, diag_max, tol, rel_error=None):
 RBF_FLOAT32_MAX = 100.0
 
 
-def centres(spec: KernelSpec, y):
-    """Whether :class:`KernelQ` centres the rows of a problem with labels y (None: one-class)."""
-    return spec.kind == "rbf" or (spec.kind == "linear" and y is not None)
-
-
 class KernelQ:
     """Q for a kernel SVM on samples X (n, d), float64 array or CSR; ``y`` (n,) of +-1 or None (one-class).
 
-    X is centred where that leaves the problem unchanged (:func:`centres`): for rbf, which sees only differences,
-    and for the linear C-SVC, whose dual is unchanged because y'a = 0 (its rho moves by <mean, w>:
+    X is centred where that leaves the problem unchanged (:func:`svmcore.kernels.centres`): for rbf, which sees only
+    differences, and for the linear C-SVC, whose dual is unchanged because y'a = 0 (its rho moves by <mean, w>:
     :meth:`rho_shift`); CSR X only in the columns that hold an offset (:func:`svmcore.kernels.sparse_centre`; none
-    for text data), so that it stays sparse. A large common offset would otherwise dwarf the differences the solver needs
-    (||a||^2 + ||b||^2 - 2<a, b> cancels; float32 columns lose them): Q is then not PSD and SMO cycles.
+    for text data), so that it stays sparse. A large common offset would otherwise dwarf the differences the solver
+    needs (||a||^2 + ||b||^2 - 2<a, b> cancels; float32 columns lose them): Q is then not PSD and SMO cycles.
     Inner products are float64 for poly and linear, for CSR rbf and for rbf on far-out points or very large
     gamma (above :data:`RBF_FLOAT32_MAX`); other rbf products are float32 (as exact as the float32 columns they
     fill, and twice as fast). ``dtype`` float64 gives float64 columns from float64 products throughout.
 
     With ``rows`` (sorted int indices), X is a :class:`svmcore.kernels.Gram` and the problem is on its rows
-    ``rows``, which the caller has checked need no centre (:func:`centres` and ``Gram.shifts``): the inner products
-    are cut from the Gram's, the same numbers as the rows' own product.
+    ``rows``, which the caller has checked need no centre (:func:`svmcore.kernels.centres` and ``Gram.shifts``): the
+    inner products are cut from the Gram's, the same numbers as the rows' own product.
     """
 
     def __init__(self, X, spec: KernelSpec, y=None, dtype=np.float32, rows=None):
@@ -140,7 +135,7 @@ class KernelQ:
         self.gram = self.index = None
         if rows is not None:
             self.gram, self.index, X = X, rows, None
-        elif centres(spec, y):
+        elif centres(spec, y is not None):
             if sp.issparse(X):  # shifted in the columns that hold an offset only, so that the rows stay sparse
                 self.centre, self.columns = sparse_centre(X)
                 if self.centre is not None:

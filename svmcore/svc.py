@@ -17,15 +17,13 @@ from ._validation import (NotFittedError, check_array, check_choice, check_class
                           check_labels, check_n_features, check_precomputed_kernel, check_random_state,
                           check_sample_weight, check_scalar, make_rng, row_weights)
 from .base import BaseEstimator, ClassifierMixin
-from .kernels import (Gram, KernelSpec, check_gamma, densify_if_cheaper, kernel_block, resolve_kernel, row_norms_sq,
-                      shift_csr, sparse_centre)
+from .kernels import (Gram, KernelSpec, block_rows, centres, check_gamma, densify_if_cheaper, kernel_decision,
+                      resolve_kernel)
 from .multiclass import ovo_pairs, ovo_votes
 from .probability import MIN_PROB, fit_sigmoid, pairwise_coupling, sigmoid_predict
-from .qmatrix import KernelQ, PrecomputedQ, centres
+from .qmatrix import KernelQ, PrecomputedQ
 from .smo import solve
 
-_DECISION_CHUNK = 4096  # test rows per kernel block at prediction
-_BLOCK_ENTRIES = 2**24  # and at most this many kernel values (dense rows against CSR support vectors: row entries)
 _THREADED_PAIR_ROWS = 256  # n_jobs > 1 solves pairs on threads where they average this many rows (2n / k) or more
 
 
@@ -107,13 +105,13 @@ class _KernelSVM(BaseEstimator):
         sv = coef != 0
         if spec.kind == "precomputed":
             return X[np.ix_(rows, train[sv])] @ coef[sv] + intercept
-        if _uses_gram(gram, spec, train[sv]):  # what _kernel_decision computes where it does not centre, in its blocks
-            step = _block_rows(sv.sum())
+        if _uses_gram(gram, spec, train[sv]):  # what kernel_decision computes where it does not centre, in its blocks
+            step = block_rows(sv.sum())
             return np.concatenate([gram.kernel(rows[s:s + step], train[sv], spec) @ coef[sv, None]
                                    for s in range(0, len(rows), step)])[:, 0] + intercept
         # centred as decision_function: uncentred, pendigits 3 vs 9 + 1e7 cross-validated into sigmoids of slope
         # -2.3 (rbf) / -1.7 (linear) instead of -4.5 / -3.6, probabilities 0.22 / 0.24 off
-        return _kernel_decision(X[rows], X[train[sv]], coef[sv, None], spec, coef_sum_zero=True)[:, 0] + intercept
+        return kernel_decision(X[rows], X[train[sv]], coef[sv, None], spec, coef_sum_zero=True)[:, 0] + intercept
 
     def _store(self, X, spec, results, coef, intercept):
         """Keep the rows with a nonzero coefficient in any of the binary models: coef (n_models, n),
@@ -171,7 +169,7 @@ class _KernelSVM(BaseEstimator):
         if precomputed:
             return np.asarray(X[:, self.support_] @ coef) + self.intercept_
         spec = self._spec
-        out = _kernel_decision(X, self.support_vectors_, coef, spec, self._coef_sum_zero)
+        out = kernel_decision(X, self.support_vectors_, coef, spec, self._coef_sum_zero)
         if np.isnan(out).any():  # X and the model are finite: kernel values overflowed (inf - inf); predict would
             # read NaN as "not > 0", a silent class
             raise ValueError(f"X: the {spec.kind} kernel values on these features overflow (NaN decision values); "
@@ -209,57 +207,6 @@ class _KernelSVM(BaseEstimator):
                              f"expected ({n_sv}, {self.n_features_in_})")
 
 
-def _kernel_decision(X, sv, coef, spec, coef_sum_zero):
-    """sum_i coef[i, m] K(sv_i, x) for each row x of X (n, d) and model m: (n, m) float64. X and the support vectors
-    sv (n_sv, d) are arrays or CSR matrices; coef (n_sv, m); ``coef_sum_zero``: every column of coef sums to 0 (a
-    C-SVC, y'a = 0; not OneClassSVM).
-
-    For rbf, and for linear where ``coef_sum_zero``, X and sv are shifted by the support vectors' mean c, as KernelQ centres the training rows. Unshifted,
-    on features with a large common offset (pendigits + 1e7), ||x||^2 + ||s||^2 - 2<x, s> cancels for rbf (decision
-    values 5.8 off, 6% of the predictions flipped), and so does sum_i coef_i <x, s_i> for a linear C-SVC (24%
-    flipped): sum_i coef_i <x, s_i> = sum_i coef_i <x - c, s_i - c> + sum_i coef_i <c, s_i - c>. Any c gives these
-    identities: where X or sv is CSR, c is the mean only in the columns that hold an offset
-    (:func:`svmcore.kernels.sparse_centre`; none for text data), so that the rows stay sparse.
-
-    CSR support vectors (a model fitted on CSR rows) enter the products as CSR, unless fit's rule
-    (:func:`svmcore.kernels.densify_if_cheaper`) finds their products cheaper dense: rows that stayed sparse only by
-    its memory cap. Measured on blocks of test rows, the CSR x CSR product took 0.12-0.15x (sector) and 0.6-0.7x
-    (reuters) the time of CSR x dense, but 5x on a9a's rows (which fit trains dense, as that rule says; docs/svc.md,
-    "Support vectors of sparse input"). Dense rows against CSR support vectors go through scipy's dense @ CSR
-    product, which copies each block's transpose: blocks are cut to ``_BLOCK_ENTRIES`` row entries as well as
-    kernel values."""
-    sv = densify_if_cheaper(sv)
-    sq_sv, offset, centre, columns = None, 0.0, None, None
-    step = _block_rows(sv.shape[0])
-    if sp.issparse(sv) and not sp.issparse(X):
-        step = max(1, min(step, _BLOCK_ENTRIES // X.shape[1]))
-    if (spec.kind == "rbf" or (spec.kind == "linear" and coef_sum_zero)) and sv.shape[0]:
-        if sp.issparse(X) or sp.issparse(sv):
-            centre, columns = sparse_centre(sv)
-            if columns is not None:  # a CSR block gains len(columns) entries a row
-                step = max(1, min(step, 2**22 // columns.size))
-        else:
-            centre = sv.mean(axis=0)
-        if centre is not None:
-            sv = shift_csr(sv, centre, columns) if sp.issparse(sv) else sv - centre
-            if spec.kind == "linear":
-                offset = np.asarray(sv @ centre).ravel() @ coef
-    if spec.kind == "rbf":
-        sq_sv = row_norms_sq(sv)  # once, not per block
-    out = np.empty((X.shape[0], coef.shape[1]))
-    for s in range(0, X.shape[0], step):  # one kernel block serves all the binary models
-        block = X[s:s + step]
-        if centre is not None:
-            block = shift_csr(block, centre, columns) if sp.issparse(block) else block - centre
-        out[s:s + step] = kernel_block(block, sv, spec, sq_b=sq_sv) @ coef
-    return out + offset
-
-
-def _block_rows(n_sv):
-    """Test rows per kernel block against n_sv support vectors."""
-    return max(1, min(_DECISION_CHUNK, _BLOCK_ENTRIES // max(n_sv, 1)))
-
-
 def _gram_pays(X, n_classes, cache_mb):
     """Whether a one-vs-one fit on X computes its :class:`Gram` first: CSR rows (dense ones are centred per pair) in
     more than two classes, whose n^2 float64 products fit in the kernel cache's budget. The pairs' blocks cover
@@ -269,7 +216,7 @@ def _gram_pays(X, n_classes, cache_mb):
 
 def _uses_gram(gram, spec, rows):
     """Whether a problem (or a model's support vectors) on X's rows ``rows`` takes its kernel values from X's
-    :class:`Gram`: there is one, and its centring (:func:`svmcore.qmatrix.centres`) leaves the rows unshifted."""
+    :class:`Gram`: there is one, and its centring (:func:`svmcore.kernels.centres`) leaves the rows unshifted."""
     return gram is not None and not (centres(spec, True) and gram.shifts(rows))
 
 

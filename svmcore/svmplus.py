@@ -17,14 +17,13 @@ import warnings
 
 import numpy as np
 import scipy.linalg
-import scipy.sparse as sp
 
 from . import persistence
 from ._validation import (ConvergenceWarning, check_array, check_choice, check_finite_fit, check_fitted, check_labels,
                           check_n_features, check_random_state, check_scalar, make_rng)
 from .base import BaseEstimator, ClassifierMixin
 from .dcd import FIRST_PHASE_CAP, as_rows, dcd_svmplus
-from .kernels import KernelSpec, check_gamma, densify_if_cheaper, kernel_block, resolve_kernel, row_norms_sq
+from .kernels import KernelSpec, check_gamma, kernel_block, kernel_decision, resolve_kernel, row_norms_sq
 
 
 def _check_fit_input(X, X_star, y):
@@ -337,14 +336,9 @@ class KernelSVMPlus(_Classifier, BaseEstimator):
         """f(x) = sum_sv dual_coef_ K(sv, x) + intercept_ for X (m, d) dense or sparse; (m,) float64. Raises
         :class:`svmcore.NotFittedError` before fit and ValueError for a wrong number of features, NaN or inf."""
         X = _check_predict_input(self, X, "dual_coef_")
-        sv = densify_if_cheaper(self.support_vectors_)  # the layout rule of SVC's decision (svc._kernel_decision)
-        out = np.empty(X.shape[0])
-        # bound the kernel block to ~128 MB, and the transposed copy scipy makes of dense rows against CSR ones
-        width = max(len(self.dual_coef_), X.shape[1] if sp.issparse(sv) and not sp.issparse(X) else 1)
-        step = max(1, 2**24 // width)
-        for s in range(0, X.shape[0], step):
-            out[s:s + step] = kernel_block(X[s:s + step], sv, self._spec()) @ self.dual_coef_
-        return out + self.intercept_
+        # as SVC's (in blocks; rbf rows centred); the dual coefficients do not sum to 0, so linear rows are not centred
+        f = kernel_decision(X, self.support_vectors_, self.dual_coef_[:, None], self._spec(), coef_sum_zero=False)
+        return f[:, 0] + self.intercept_
 
     def _check_state(self):
         super()._check_state()

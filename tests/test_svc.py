@@ -846,7 +846,7 @@ def test_one_vs_one_on_sparse_rows_cuts_the_pairs_from_one_gram_and_gives_the_pe
 
 
 def test_probability_folds_on_the_gram_where_the_per_pair_path_densifies(data_dir, monkeypatch):
-    # a few long rows can make _kernel_decision densify a fold's support vectors although X stays sparse (reuters' 100
+    # a few long rows can make kernel_decision densify a fold's support vectors although X stays sparse (reuters' 100
     # longest rows, 12 random classes: 309 of the folds' 330 support-vector sets); dense, their row norms differ in the
     # last bits from the Gram's, so the two paths agree to rounding, not to the bit
     from svmcore import kernels, svc
