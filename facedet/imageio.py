@@ -5,6 +5,16 @@ header before any pixel is decoded (decompression bombs), EXIF orientation, a fi
 supported mode to 8-bit grey or RGB, and one exception type, :class:`ImageError`, whose message names the
 file and the problem, so that a caller can report a bad file and go on with the rest of a batch.
 
+Pixel limit: ``max_pixels`` of the readers, by default :data:`MAX_PIXELS` (50 megapixels), facedet's own limit
+and not Pillow's default. It is below Pillow's (``PIL.Image.MAX_IMAGE_PIXELS``, 89,478,485 unless the
+application changed it), above which Pillow warns; that warning is not shown, as ``max_pixels`` is checked
+instead. Pillow's hard limit, twice ``PIL.Image.MAX_IMAGE_PIXELS`` (178,956,970 by default), stays in force:
+this module never changes Pillow's setting, so a ``max_pixels`` above it does not raise it (an application that
+wants larger images raises ``PIL.Image.MAX_IMAGE_PIXELS`` itself). Either refusal is one line, as
+``<file>: 12000x12000 = 144,000,000 pixels exceeds the limit of 50,000,000 (...)``: the file, its pixel
+count (the size too where facedet checked it; where Pillow refused the file first its message gives the count
+only) and the lower of the two limits, named as Pillow's where that is the one that applied.
+
 Mode conversions (Pillow mode -> result):
 
 - ``1``, ``L``: grey as is (``1`` -> 0/255).
@@ -20,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import warnings
 from pathlib import Path
 
@@ -105,9 +116,7 @@ def _open(path, max_pixels):
         raise TypeError(f"expected a file path, got {type(path).__name__}")
     name = os.fspath(path)
     try:
-        # Pillow warns above its own limit and raises above twice it; ours is checked explicitly below.
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+        with _pillow_warning_off():
             im = Image.open(name)
     except FileNotFoundError:
         raise ImageError(f"{name}: file not found") from None
@@ -118,21 +127,21 @@ def _open(path, max_pixels):
     except UnidentifiedImageError:
         raise ImageError(f"{name}: not an image (or a format Pillow cannot read)") from None
     except Image.DecompressionBombError as exc:
-        raise ImageError(f"{name}: refused as a possible decompression bomb ({exc})") from None
+        raise _too_large(name, exc, max_pixels) from None
     except Exception as exc:  # a corrupt header can raise almost anything inside a format plugin
         raise ImageError(f"{name}: cannot read the image header ({type(exc).__name__}: {exc})") from exc
     try:
         width, height = im.size
         if width * height > max_pixels:
-            raise ImageError(
-                f"{name}: {width}x{height} = {width * height:,} pixels exceeds the limit of {max_pixels:,} "
-                "(refused before decoding: possible decompression bomb)")
+            raise ImageError(f"{name}: {width}x{height} = {width * height:,} pixels exceeds the limit of "
+                             f"{max_pixels:,} {_REFUSED}")
         if width == 0 or height == 0:
             raise ImageError(f"{name}: empty image ({width}x{height})")
         try:
-            im.load()
+            with _pillow_warning_off():  # (some formats check a frame's or tile's size as they decode)
+                im.load()
         except Image.DecompressionBombError as exc:
-            raise ImageError(f"{name}: refused as a possible decompression bomb ({exc})") from None
+            raise _too_large(name, exc, max_pixels) from None
         except Exception as exc:  # truncated data, broken chunks, CRC errors, decoder errors
             raise ImageError(f"{name}: truncated or corrupt image data ({type(exc).__name__}: {exc})") from exc
         try:
@@ -142,6 +151,31 @@ def _open(path, max_pixels):
         yield oriented
     finally:
         im.close()
+
+
+_REFUSED = "(refused before decoding: a possible decompression bomb)"
+
+
+@contextlib.contextmanager
+def _pillow_warning_off():
+    """Context: Pillow's DecompressionBombWarning (above ``PIL.Image.MAX_IMAGE_PIXELS``) not shown; ``max_pixels``
+    is the limit checked in its place (module docstring)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+        yield
+
+
+def _too_large(name, exc, max_pixels):
+    """The ImageError for Pillow's DecompressionBombError ``exc``: the file, its pixel count and the limit it
+    exceeds, ``max_pixels`` where that is the lower, else Pillow's (twice ``PIL.Image.MAX_IMAGE_PIXELS``).
+    Pillow's message gives the count ("Image size (N pixels) exceeds limit of L pixels, could be decompression bomb
+    DOS attack.", Pillow 13); should a later Pillow word it otherwise, the count is given as over Pillow's limit."""
+    pillow = 2 * (Image.MAX_IMAGE_PIXELS or 0)  # Pillow raises above twice the limit it warns above
+    found = re.search(r"\((\d+) pixels\)", str(exc))
+    count = f"{int(found.group(1)):,} pixels" if found else f"over {pillow:,} pixels"
+    limit = (f"the limit of {max_pixels:,}" if max_pixels < pillow else
+             f"Pillow's limit of {pillow:,} (twice PIL.Image.MAX_IMAGE_PIXELS, which facedet does not raise)")
+    return ImageError(f"{name}: {count} exceeds {limit} {_REFUSED}")
 
 
 def _sixteen_to_eight(im, path) -> np.ndarray:

@@ -64,6 +64,23 @@ def rewrite_model():
 
 
 @pytest.fixture(scope="session")
+def grey_png():
+    """grey_png(width, height, idat): the bytes of an 8-bit grey PNG whose header claims width x height, with the
+    given (zlib) image data: a file of a few bytes that claims any size, for the decompression-bomb tests."""
+    import struct
+    import zlib
+
+    def chunk(kind, body):
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+
+    def png(width, height, idat):
+        ihdr = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)
+        return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", idat) + chunk(b"IEND", b"")
+
+    return png
+
+
+@pytest.fixture(scope="session")
 def rasterise():
     """rasterise(box): the (40, 40) bool mask of an integer box (x, y, w, h) -- the reference for IoU tests."""
     def raster(box):

@@ -160,7 +160,7 @@ def test_evaluate_prints_figures_and_plots(data_dir, tmp_path):
     assert png.stat().st_size > 1000
 
 
-def test_detect_handles_image_kinds_and_rejects_bomb(astro, tmp_path):
+def test_detect_handles_image_kinds_and_rejects_bomb(astro, tmp_path, grey_png):
     from PIL import Image
     rgb = read_rgb(astro)
     grey = Image.fromarray(rgb).convert("L")
@@ -168,9 +168,13 @@ def test_detect_handles_image_kinds_and_rejects_bomb(astro, tmp_path):
     Image.fromarray((np.asarray(grey).astype(np.uint16) * 257)).save(tmp_path / "sixteen.png")
     Image.fromarray(np.dstack([rgb, np.full(rgb.shape[:2], 255, np.uint8)])).save(tmp_path / "alpha.png")
     Image.new("1", (9000, 9000)).save(tmp_path / "bomb.png")  # 81 MP, a few KB on disk
-    files = [tmp_path / n for n in ("grey.png", "sixteen.png", "alpha.png", "bomb.png")]
+    huge = tmp_path / "huge.png"  # 2^20 x 2^20 in its header: beyond Pillow's own limit, which gave its wording
+    huge.write_bytes(grey_png(2**20, 2**20, b""))
+    files = [tmp_path / n for n in ("grey.png", "sixteen.png", "alpha.png", "bomb.png", "huge.png")]
     r = runner.invoke(app, ["detect", *map(str, files), "--json"])
     assert r.exit_code == 1 and "bomb.png" in r.stderr
+    assert (f"failed {huge}: 1,099,511,627,776 pixels exceeds the limit of 50,000,000 (refused before decoding: a "
+            "possible decompression bomb)\n") in r.stderr and "DOS" not in r.stderr, r.stderr
     res = json.loads(r.stdout)
     assert [x["image"] for x in res] == list(map(str, files[:3]))
     assert all(len(x["faces"]) == 1 for x in res)

@@ -1,5 +1,4 @@
 """facedet.imageio on real photos and on bad or unusual files derived from them."""
-import struct
 import zlib
 
 import numpy as np
@@ -143,24 +142,23 @@ def test_a_folder_is_not_an_image(tmp_path):
         read_grey(tmp_path)
 
 
-def _png(width, height, idat):
-    def chunk(kind, body):
-        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
-    ihdr = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", idat) + chunk(b"IEND", b"")
-
-
-def test_decompression_bomb_refused_from_header(tmp_path):
+def test_decompression_bomb_refused_from_header(tmp_path, grey_png):
     # 12000 x 12000 grey (144 MB decoded) in a file of a few hundred bytes: refused from the header
     bomb = tmp_path / "bomb.png"
-    bomb.write_bytes(_png(12000, 12000, zlib.compress(b"\0" * 12001 * 8)))
+    bomb.write_bytes(grey_png(12000, 12000, zlib.compress(b"\0" * 12001 * 8)))
     with pytest.raises(ImageError, match="bomb.png: 12000x12000 .*exceeds the limit"):
         read_grey(bomb)
-    # Beyond Pillow's own hard limit the refusal is still an ImageError
+    # Beyond Pillow's own hard limit (twice Image.MAX_IMAGE_PIXELS), which refuses the file as it opens, the
+    # message is ours too: the file, its pixel count and the limit, not Pillow's "DOS attack" wording
     huge = tmp_path / "huge.png"
-    huge.write_bytes(_png(2**20, 2**20, zlib.compress(b"\0" * 64)))
-    with pytest.raises(ImageError, match="huge.png.*bomb"):
+    huge.write_bytes(grey_png(2**20, 2**20, zlib.compress(b"\0" * 64)))
+    with pytest.raises(ImageError, match=r"^\S*huge.png: 1,099,511,627,776 pixels exceeds the limit of "
+                                         r"50,000,000 \(refused before decoding: a possible decompression bomb\)$"):
         read_rgb(huge)
+    # a max_pixels above Pillow's hard limit does not raise it: that limit is named as Pillow's
+    with pytest.raises(ImageError, match=r"huge.png: 1,099,511,627,776 pixels exceeds Pillow's limit of 178,956,970 "
+                                         r"\(twice PIL.Image.MAX_IMAGE_PIXELS"):
+        read_rgb(huge, max_pixels=10**13)
     # just over a caller's limit, a real image is refused too; at the limit it is read
     small = tmp_path / "small.png"
     Image.new("L", (100, 50)).save(small)
@@ -168,6 +166,30 @@ def test_decompression_bomb_refused_from_header(tmp_path):
         read_grey(small, max_pixels=4999)
     assert read_grey(small, max_pixels=5000).shape == (50, 100)
     assert 10_000_000 <= MAX_PIXELS <= 100_000_000
+
+
+def test_pillow_limit_set_by_the_application_is_kept_and_named(tmp_path, monkeypatch):
+    # an application's lower Image.MAX_IMAGE_PIXELS stays in force (never raised to max_pixels); Pillow's warning
+    # between its limit and twice it is not shown (max_pixels is checked instead), its error is our one line
+    import warnings
+
+    from PIL import Image as PILImage
+    monkeypatch.setattr(PILImage, "MAX_IMAGE_PIXELS", 1000)
+    Image.new("L", (100, 50)).save(tmp_path / "over.png")  # 5,000 pixels > 2 x 1,000
+    Image.new("L", (40, 40)).save(tmp_path / "warned.png")  # 1,600: Pillow warns
+    with pytest.raises(ImageError, match=r"over.png: 5,000 pixels exceeds Pillow's limit of 2,000 \(twice "):
+        read_grey(tmp_path / "over.png")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert read_rgb(tmp_path / "warned.png").shape == (40, 40, 3)
+    with pytest.raises(ImageError, match=r"warned.png: 40x40 = 1,600 pixels exceeds the limit of 1,500 "):
+        read_grey(tmp_path / "warned.png", max_pixels=1500)
+    # should Pillow word its error otherwise, the message still names the file and the limit
+    def refuse(*args, **kwargs):
+        raise PILImage.DecompressionBombError("too big")
+    monkeypatch.setattr(PILImage, "open", refuse)
+    with pytest.raises(ImageError, match=r"warned.png: over 2,000 pixels exceeds the limit of 1,500 "):
+        read_grey(tmp_path / "warned.png", max_pixels=1500)
 
 
 def test_unsupported_float_mode(tmp_path):
