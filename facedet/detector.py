@@ -258,29 +258,70 @@ class Detector:
 
     @classmethod
     def load(cls, path):
-        """Read a detector written by :meth:`save`. FileNotFoundError if missing; ValueError if corrupt or foreign."""
+        """Read a detector written by :meth:`save`. FileNotFoundError if missing; ValueError if corrupt or foreign.
+
+        The header must describe the arrays: a ValueError names the file and the mismatch where a hand-edited
+        header no longer does, rather than load another model than the file holds. Refused: header fields other
+        than :meth:`save` writes; a ``prefilter`` that is not true or false, true without the prefilter's arrays,
+        or false beside them (the cascade would be silently dropped); arrays of neither the classifier nor the
+        prefilter; and whatever ``svmcore`` refuses in the classifier's part (:func:`svmcore.load`: unknown or
+        missing parameters and arrays, mis-shaped arrays, a kernel width ``gamma_`` that its ``kernel`` and
+        ``gamma`` do not give, :func:`svmcore.kernels.check_fitted_gamma`). The scanning parameters (threshold,
+        stride, box, ...) are the user's to edit, as ``detect --threshold`` or :meth:`with_params` change them,
+        and are only range-checked."""
         import svmcore.pmsvm  # noqa: F401  (register SVC and PmSVM with persistence)
         import svmcore.svc  # noqa: F401
 
         header, arrays = persistence.read_archive(path, FORMAT)
         try:
+            _check_described(header, arrays)
             info = header["classifier"]
             est_cls = persistence._REGISTRY[info["class"]]
             clf_arrays = {k.split(".", 1)[1]: v for k, v in arrays.items() if k.startswith("classifier.")}
             classifier = est_cls._from_state(info["params"], info["meta"], clf_arrays)
             prefilter = None
-            if header.get("prefilter"):
+            if header.get("prefilter", False):
                 prefilter = Prefilter(arrays["prefilter.weights"], arrays["prefilter.thresholds"])
             params = dict(header["params"])
             params["box"] = tuple(params["box"])
             return cls(classifier, prefilter, features=header.get("features", "osuna"), **params)
         except (KeyError, TypeError, ValueError, IndexError) as exc:
-            raise ValueError(f"{path}: invalid facedet detector ({type(exc).__name__}: {exc})") from exc
+            # (a ValueError's message says what is wrong; the other kinds need their name: KeyError: 'x')
+            what = exc if type(exc) is ValueError else f"{type(exc).__name__}: {exc}"
+            raise ValueError(f"{path}: invalid facedet detector ({what})") from exc
 
     def __repr__(self):
         p = ", ".join(f"{k}={v!r}" for k, v in self.params().items())
         return (f"Detector({type(self.classifier).__name__}, features={self.features!r}, "
                 f"prefilter={self.prefilter is not None}, {p})")
+
+
+_HEADER_FIELDS = {"format", "format_version", "params", "features", "classifier", "prefilter"}  # what save writes
+_PREFILTER_ARRAYS = ("prefilter.weights", "prefilter.thresholds")
+
+
+def _check_described(header, arrays):
+    """ValueError unless the detector file's ``header`` (dict) names exactly its fields and, through
+    ``prefilter``, the arrays beside the classifier's (see :meth:`Detector.load`)."""
+    unknown = sorted(set(header) - _HEADER_FIELDS)
+    if unknown:
+        raise ValueError(f"unknown header fields {unknown}")
+    if not isinstance(header.get("classifier"), dict) or set(header["classifier"]) != {"class", "params", "meta"}:
+        raise ValueError("the header's classifier must hold exactly class, params and meta")
+    has = header.get("prefilter", False)  # (written by every version; absent: no cascade)
+    if not isinstance(has, bool):
+        raise ValueError(f"prefilter: expected true or false, got {has!r}")
+    present = [k for k in _PREFILTER_ARRAYS if k in arrays]
+    if has and len(present) < len(_PREFILTER_ARRAYS):
+        raise ValueError(f"the header says prefilter: true, but the file lacks "
+                         f"{', '.join(k for k in _PREFILTER_ARRAYS if k not in arrays)}")
+    if not has and present:
+        raise ValueError(f"the header says prefilter: false, but the file holds the prefilter's arrays "
+                         f"({', '.join(present)}): the cascade would be dropped; set prefilter to true, or remove the "
+                         "arrays too")
+    other = sorted(k for k in arrays if not k.startswith("classifier.") and k not in _PREFILTER_ARRAYS)
+    if other:
+        raise ValueError(f"unknown arrays {other}")
 
 
 def _n_features(classifier):

@@ -41,6 +41,33 @@ def check_gamma(gamma, name="gamma"):
     return check_scalar(gamma, name, lo=0, lo_open=True)
 
 
+def check_fitted_gamma(kernel, gamma, gamma_, n_features, names=("gamma", "gamma_"), unused=1.0):
+    """Check a loaded model's learned kernel width ``gamma_`` against its hyperparameters ``kernel`` and ``gamma``,
+    as fit resolves them (:func:`resolve_kernel`): a number gamma is gamma_ itself (to 1e-12, relative), "auto"
+    is 1 / ``n_features`` (None: not known, unchecked), and a kernel without a width (linear, precomputed) has the
+    value fit records for it, ``unused`` (KernelSpec's 1.0; SVM+ records 0.0). "scale" (and SVM+'s None)
+    depend on the training rows: unchecked here (the caller checks gamma_ > 0).
+
+    Scoring uses gamma_, so a header whose kernel or gamma was edited after fit would load as a model other
+    than the one it states (poly -> linear scored the shipped detector's windows at ~390 for ~4), or state a gamma
+    it does not use. Raises ValueError naming both values (``names``: the hyperparameter's and the learned
+    attribute's)."""
+    param, learned = names
+    if kernel not in ("poly", "rbf"):
+        if gamma_ != unused:
+            raise ValueError(f"{learned} is {gamma_!r}, but the {kernel} kernel has no width (its fit records "
+                             f"{unused!r}): the arrays are of another kernel's model")
+        return
+    if isinstance(gamma, str) or gamma is None:
+        expected = 1.0 / n_features if gamma == "auto" and n_features else None
+    else:
+        expected = float(gamma)
+    if expected is not None and not np.isclose(gamma_, expected, rtol=1e-12, atol=0.0):
+        given = f"{param}={gamma!r}" + (f" (1/{n_features} = {expected!r})" if gamma == "auto" else "")
+        raise ValueError(f"{learned} is {gamma_!r}, but {given}: the model does not have the kernel width its "
+                         "parameters state")
+
+
 def _sparse_variance(X):
     """The variance of all n d entries of a sparse X, zeros included, as numpy's X.var() of the dense copy: two
     passes, sum (x - mu)^2 over the stored entries plus mu^2 for each entry not stored. E[x^2] - E[x]^2 (scikit-learn's

@@ -17,8 +17,8 @@ from ._validation import (NotFittedError, check_array, check_choice, check_class
                           check_labels, check_n_features, check_precomputed_kernel, check_random_state,
                           check_sample_weight, check_scalar, make_rng, row_weights)
 from .base import BaseEstimator, ClassifierMixin
-from .kernels import (Gram, KernelSpec, block_rows, centres, check_gamma, densify_if_cheaper, kernel_decision,
-                      resolve_kernel)
+from .kernels import (Gram, KernelSpec, block_rows, centres, check_fitted_gamma, check_gamma, densify_if_cheaper,
+                      kernel_decision, resolve_kernel)
 from .multiclass import ovo_pairs, ovo_votes
 from .probability import MIN_PROB, fit_sigmoid, pairwise_coupling, sigmoid_predict
 from .qmatrix import KernelQ, PrecomputedQ
@@ -205,6 +205,7 @@ class _KernelSVM(BaseEstimator):
         if self.kernel != "precomputed" and self.support_vectors_.shape != (n_sv, self.n_features_in_):
             raise ValueError(f"support_vectors_ has shape {self.support_vectors_.shape}, "
                              f"expected ({n_sv}, {self.n_features_in_})")
+        check_fitted_gamma(self.kernel, self.gamma, self.gamma_, self.n_features_in_)
 
 
 def _gram_pays(X, n_classes, cache_mb):

@@ -23,7 +23,8 @@ from ._validation import (ConvergenceWarning, check_array, check_choice, check_f
                           check_n_features, check_random_state, check_scalar, make_rng)
 from .base import BaseEstimator, ClassifierMixin
 from .dcd import FIRST_PHASE_CAP, as_rows, dcd_svmplus
-from .kernels import KernelSpec, check_gamma, kernel_block, kernel_decision, resolve_kernel, row_norms_sq
+from .kernels import (KernelSpec, check_fitted_gamma, check_gamma, kernel_block, kernel_decision, resolve_kernel,
+                      row_norms_sq)
 
 
 def _check_fit_input(X, X_star, y):
@@ -352,3 +353,7 @@ class KernelSVMPlus(_Classifier, BaseEstimator):
             raise ValueError(f"classes_ has shape {self.classes_.shape}, expected (2,)")
         if self.kernel == "rbf" and not self.kernel_gamma_ > 0:
             raise ValueError(f"kernel_gamma_ must be > 0 for the rbf kernel, got {self.kernel_gamma_}")
+        # (the privileged features' count is not kept: their "auto" width goes unchecked)
+        for name, d in (("kernel", self.n_features_in_), ("kernel_star", None)):
+            check_fitted_gamma(getattr(self, name), getattr(self, f"{name}_gamma"), getattr(self, f"{name}_gamma_"),
+                               d, names=(f"{name}_gamma", f"{name}_gamma_"), unused=0.0)

@@ -10,7 +10,7 @@ from . import persistence
 from ._validation import (ConvergenceWarning, check_array, check_choice, check_finite_fit, check_fitted, check_labels,
                           check_n_features, check_precomputed_kernel, check_random_state, check_scalar, make_rng)
 from .base import BaseEstimator, ClassifierMixin
-from .kernels import kernel_block, resolve_kernel, row_norms_sq
+from .kernels import check_fitted_gamma, kernel_block, resolve_kernel, row_norms_sq
 from .sdca import block_violations, cs_fit, kernel_epoch, linear_epoch, objectives
 
 # Shrinking schedule (tuned on letter, USPS, sector): after each exact duality-gap check, sweep over the
@@ -313,6 +313,7 @@ class TopKSVM(ClassifierMixin, BaseEstimator):
             raise ValueError(f"support_ must be a 1-D integer array, got {self.support_.dtype} {self.support_.shape}")
         if self.kernel == "rbf" and not self.gamma_ > 0:
             raise ValueError(f"gamma_ must be > 0 for the rbf kernel, got {self.gamma_}")
+        check_fitted_gamma(self.kernel, self.gamma, self.gamma_, d)
         if self.intercept_.shape != (m,):
             raise ValueError(f"intercept_ has shape {self.intercept_.shape}, expected {(m,)}")
         if not self.fit_intercept and np.any(self.intercept_ != 0):

@@ -389,6 +389,18 @@ def test_results_that_standard_output_cannot_take_are_one_line_and_exit_1(astro,
         assert read_rgb(out).shape == (512, 512, 3)
 
 
+def test_a_model_whose_header_does_not_describe_its_arrays_is_a_usage_error(astro, tmp_path, rewrite_model):
+    # "prefilter": false beside the prefilter's arrays loaded as a model without its cascade (5 boxes on
+    # astronaut.png, not 1)
+    from facedet import default_model_path
+    bad = rewrite_model(default_model_path(), tmp_path / "bad.npz", lambda h, a: h.update(prefilter=False))
+    r = runner.invoke(app, ["detect", str(astro), "--model", str(bad), "--json"])
+    assert r.exit_code == 2 and r.stdout == "", r.output
+    assert r.stderr == (f"error: cannot load model: {bad}: invalid facedet detector (the header says prefilter: false, "
+                        "but the file holds the prefilter's arrays (prefilter.weights, prefilter.thresholds): the "
+                        "cascade would be dropped; set prefilter to true, or remove the arrays too)\n")
+
+
 def test_train_checks_scan_options_before_fitting(small_npz, tmp_path, monkeypatch):
     import facedet.bootstrap
     monkeypatch.setattr(facedet.bootstrap, "fit_svm", lambda *a, **k: pytest.fail("fitted before the checks"))

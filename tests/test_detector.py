@@ -151,6 +151,45 @@ def test_load_refuses_a_broken_prefilter(small, tmp_path, rewrite_model, edit):
         Detector.load(rewrite_model(path, tmp_path / "bad.npz", tamper))
 
 
+def _edit_classifier(**params):
+    return lambda h, a: h["classifier"]["params"].update(params)
+
+
+@pytest.mark.parametrize("edit,match", [
+    # the cascade was silently dropped (the shipped model then found 5 boxes in astronaut.png, not 1)
+    (lambda h, a: h.update(prefilter=False), r"the header says prefilter: false, but the file holds the "
+                                             r"prefilter's arrays \(prefilter.weights, prefilter.thresholds\)"),
+    (lambda h, a: h.update(prefilter="yes"), r"prefilter: expected true or false, got 'yes'"),
+    (lambda h, a: a.pop("prefilter.thresholds"), r"prefilter: true, but the file lacks prefilter.thresholds"),
+    (lambda h, a: h.pop("prefilter"), r"prefilter: false, but the file holds"),  # (absent: no cascade)
+    (lambda h, a: a.update({"scores": np.zeros(3)}), r"unknown arrays \['scores'\]"),
+    (lambda h, a: h.update(featues="hog"), r"unknown header fields \['featues'\]"),  # (a typo, else ignored)
+    (lambda h, a: h["classifier"].update(note="x"), "classifier must hold exactly class, params and meta"),
+    # the kernel edited: scored at ~390 instead of ~4 (linear), or a gamma it did not use
+    (_edit_classifier(kernel="linear"), r"gamma_ is 0.0035.*, but the linear kernel has no width"),
+    (_edit_classifier(gamma=0.5), r"gamma_ is 0.0035.*, but gamma=0.5"),
+    (lambda h, a: h["classifier"]["meta"].update(gamma_=0.5), r"gamma_ is 0.5, but gamma='auto' \(1/283 = "),
+])
+def test_load_refuses_a_header_that_does_not_describe_its_arrays(small, tmp_path, rewrite_model, edit, match):
+    path = small[0].save(tmp_path / "m.npz")
+    bad = tmp_path / "bad.npz"
+    with pytest.raises(ValueError, match=match) as info:
+        Detector.load(rewrite_model(path, bad, edit))
+    assert str(info.value).startswith(f"{bad}: invalid facedet detector (")
+
+
+def test_shipped_model_edited_to_drop_its_prefilter_is_refused_and_scan_settings_stay_editable(tmp_path,
+                                                                                               rewrite_model):
+    from facedet import default_model_path
+    with pytest.raises(ValueError, match="prefilter: false, but the file holds"):
+        Detector.load(rewrite_model(default_model_path(), tmp_path / "bad.npz", lambda h, a: h.update(prefilter=False)))
+    # the scanning parameters are the user's (as detect --threshold ...): an edited one is the model asked for
+    ok = Detector.load(rewrite_model(default_model_path(), tmp_path / "ok.npz", lambda h, a: h["params"].update(
+        threshold=0.5, min_neighbors=2, box=[0.0, 0.0, 1.5])))
+    assert (ok.threshold, ok.min_neighbors, ok.box) == (0.5, 2, (0.0, 0.0, 1.5))
+    assert ok.prefilter is not None and ok.classifier.support_.size == load_default().classifier.support_.size
+
+
 def test_training_helpers_refuse_bad_input_before_any_work(small, negatives):
     det, F, labels = small
     X = np.zeros((4, 19, 19), np.uint8)

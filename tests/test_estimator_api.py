@@ -274,12 +274,37 @@ def test_failed_pmsvm_refit_keeps_the_old_model(patches):
     (lambda h, a: a.update(intercept_=a["intercept_"].astype(np.int64)), r"'intercept_' .* \(floats\)"),
     (lambda h, a: h["meta"].update(objective_=10**400), "objective_ must be a finite number"),  # np.isfinite: TypeError
     (lambda h, a: h["params"].update(C=10**400), "C: must be finite"),
+    # a header edited after fit: scoring uses gamma_, so the file would state a model it does not hold (audit 27)
+    (lambda h, a: h["params"].update(gamma=0.5), r"gamma_ is 0.1, but gamma=0.5: the model does not have"),
+    (lambda h, a: h["meta"].update(gamma_=0.2), r"gamma_ is 0.2, but gamma=0.1"),
+    (lambda h, a: h["params"].update(gamma="auto"), r"gamma_ is 0.1, but gamma='auto' \(1/361 = 0.00277"),
+    (lambda h, a: h["params"].update(kernel="linear"), "gamma_ is 0.1, but the linear kernel has no width"),
 ])
 def test_load_refuses_invalid_state(edit, match, patches, tmp_path, rewrite_model):
     X, y = patches
     path = svmcore.SVC(kernel="poly", degree=2, gamma=0.1, coef0=1.0).fit(X, y).save(tmp_path / "m.npz")
     with pytest.raises(ValueError, match=match):
         svmcore.load(rewrite_model(path, tmp_path / "bad.npz", edit))
+
+
+def test_load_refuses_a_kernel_width_its_parameters_do_not_give(patches, tmp_path, rewrite_model):
+    # the rule of SVC's files, for the other estimators with a learned width (svmcore.kernels.check_fitted_gamma)
+    X, y = patches
+    topk = svmcore.TopKSVM(kernel="rbf", gamma=0.5, random_state=0).fit(X[:60], y[:60]).save(tmp_path / "t.npz")
+    plus = svmcore.KernelSVMPlus(kernel="rbf", kernel_gamma="auto", kernel_star="rbf", kernel_star_gamma=0.5).fit(
+        X[:100], X[:100, :5], y[:100]).save(tmp_path / "p.npz")
+    for path, edit, match in (
+            (topk, lambda h, a: h["params"].update(gamma=0.25), r"gamma_ is 0.5, but gamma=0.25"),
+            (plus, lambda h, a: h["params"].update(kernel_gamma=0.25),
+             r"kernel_gamma_ is 0.00277.*, but kernel_gamma=0.25"),
+            (plus, lambda h, a: h["params"].update(kernel_star_gamma="scale", kernel_star="linear"),
+             r"kernel_star_gamma_ is 0.5, but the linear kernel has no width \(its fit records 0.0\)")):
+        with pytest.raises(ValueError, match=match):
+            svmcore.load(rewrite_model(path, tmp_path / "bad.npz", edit))
+    # the widths fit resolves load: a number, "auto" (1/d), "scale" (of the training rows: not checked)
+    for gamma in (0.5, "auto", "scale"):
+        m = svmcore.SVC(kernel="rbf", gamma=gamma).fit(X, y)
+        assert svmcore.load(m.save(tmp_path / "m.npz")).gamma_ == m.gamma_
 
 
 def test_files_from_before_new_parameters_still_load(patches, tmp_path, rewrite_model):
@@ -386,7 +411,8 @@ def test_corrupt_headers_and_arrays_of_every_kind_are_refused_with_value_error(p
         svmcore.load(tmp_path / "nested.npz")
     # a learned real stored as a JSON int: a float again, which numba's kernels can type (a TypingError before)
     m = svmcore.OneClassSVM(kernel="rbf", gamma=0.1).fit(X)
-    big = rewrite_model(m.save(tmp_path / "oc.npz"), tmp_path / "big.npz", lambda h, a: h["meta"].update(gamma_=10**30))
+    big = rewrite_model(m.save(tmp_path / "oc.npz"), tmp_path / "big.npz",
+                        lambda h, a: [h["params"].update(gamma=10**30), h["meta"].update(gamma_=10**30)])
     assert isinstance(svmcore.load(big).gamma_, float) and svmcore.load(big).predict(X).shape == (len(X),)
     t = svmcore.TopKSVM(kernel="rbf", random_state=0).fit(X[:60], y[:60])  # a kernel model has no primal weights
     bad = rewrite_model(t.save(tmp_path / "t.npz"), tmp_path / "tbad.npz", lambda h, a: a.update(coef_=np.ones((2, 7))))
