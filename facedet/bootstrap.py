@@ -38,6 +38,15 @@ def fit_svm(features, y, callback=None, sample_weight=None, **svm_params):
     return SVC(callback=callback, **params).fit(features, y, sample_weight=sample_weight)
 
 
+def check_svm_params(**svm_params):
+    """Check the SVC hyperparameters :func:`fit_svm` would fit with (SVM_DEFAULTS overridden by svm_params) by
+    svmcore's own checks, the ones ``SVC.fit`` runs first, so that a bad value fails before any data are read.
+    Raises TypeError for an unknown name or a non-number, ValueError for a value out of range (C <= 0, ...)."""
+    from svmcore import SVC
+
+    SVC(**{**SVM_DEFAULTS, **svm_params})._check_params()
+
+
 def fit_prefilter(X, y, negative_images=(), augmentation=None, n_random=1000, recall=0.999, n_stages=8, seed=0):
     """Cascade prefilter on the faces (augmented like the SVM's: ``augment(**augmentation)``, default mirror)
     vs. the non-faces plus ``n_random`` random windows per face-free image (grey arrays); see
@@ -79,9 +88,10 @@ def train_detector(X, y, *, negative_images=(), augmentation=None, callback=None
     augmentation: keyword arguments of :func:`facedet.patches.augment` for the faces (default: mirror).
     negative_images: face-free grey images whose random windows help fit the prefilter.
     Returns (detector, feature rows, labels) -- the training set, for :func:`bootstrap`.
-    Raises ValueError for bad input (the detector parameters are checked first).
+    Raises ValueError for bad input (the detector parameters and svm_params are checked first).
     """
     check_params(**detector_params)
+    check_svm_params(**(svm_params or {}))
     F, labels = training_set(X, y, augmentation)
     prefilter = fit_prefilter(np.asarray(X), np.asarray(y), negative_images, augmentation,
                               **(prefilter_params or {}))
@@ -139,7 +149,8 @@ def bootstrap(detector, negative_images, rounds, *, features=None, labels=None, 
     :class:`Round`); round 0 is the starting detector. Raises ValueError without a training set for a
     classifier that has no support vectors, for rounds < 0, for features without labels, for rows that do not
     match the detector's features, labels other than 0/1, non-finite rows, a max_per_image that is not an
-    integer >= 0, and for weights that do not match the rows (all before any scanning).
+    integer >= 0, for weights that do not match the rows, and ValueError/TypeError for svm_params the classifier's
+    fit refuses (all before any scanning).
     """
     check_scalar(rounds, "rounds", lo=0, integer=True)
     negative_images = [as_grey(g) for g in negative_images]
@@ -171,6 +182,7 @@ def bootstrap(detector, negative_images, rounds, *, features=None, labels=None, 
     params = {**clf.get_params(), **(svm_params or {})}
     if "callback" in params:
         params["callback"] = callback
+    type(clf)(**params)._check_params()  # (fit's own checks, before the first scan rather than after it)
     table = []
     for r in range(rounds + 1):
         windows, n_windows, n_dets = mine_negatives(detector, negative_images, max_per_image, callback)

@@ -194,12 +194,13 @@ def _read_images(paths, progress, description):
     return images, failed
 
 
-def _negatives(folder, progress):
-    """(name, grey) of the usable images under --negatives ``folder`` and the number that failed; a usage error
-    (exit 2) if none is usable, for a run without them would not be the run asked for."""
+def _negatives(folder, files, progress):
+    """(name, grey) of the usable images ``files`` (from ``_image_files(folder, "--negatives")``, listed with the
+    other option checks) and the number that failed; a usage error (exit 2) if none is usable, for a run without
+    them would not be the run asked for."""
     from .preprocess import WINDOW
 
-    images, failed = _read_images(_image_files(folder, "--negatives"), progress, "reading negatives")
+    images, failed = _read_images(files, progress, "reading negatives")
     if not images:
         _usage(f"--negatives {folder}: no readable image of at least {WINDOW}x{WINDOW} pixels")
     return images, failed
@@ -279,8 +280,8 @@ def train(
                                               "is a face."),
 ):
     """Train a detector on face and non-face patches."""
-    from .bootstrap import train_detector
-    from .detector import check_params, train_pmsvm_detector
+    from .bootstrap import check_svm_params, train_detector
+    from .detector import check_params, check_pmsvm_params, train_pmsvm_detector
 
     if classifier not in ("svc", "pmsvm"):
         _usage(f"--classifier: unknown value {classifier!r}; expected svc or pmsvm")
@@ -301,34 +302,39 @@ def train(
     _check_output(out_path, "--out")
     _check_not_input(out_path, "--out", {"--data": data, "--faces": faces, "--nonfaces": nonfaces,
                                          "--negatives": negatives})
-    g = gamma if gamma in ("auto", "scale") else _number(gamma, "--gamma")
     scan_params = {"stride": stride, "scale_factor": scale_factor, "threshold": threshold,
                    "refine": _refine(refine)}
-    try:  # before the data are read and the SVM fitted
+    given = {k: v for k, v in (("C", C), ("tol", tol), ("max_iter", max_iter)) if v is not None}  # else the defaults
+    if classifier == "svc":
+        g = gamma if gamma in ("auto", "scale") else _number(gamma, "--gamma")
+        clf_params = {"kernel": kernel, "degree": degree, "gamma": g, "coef0": coef0, **given}
+        check_clf = check_svm_params
+    else:
+        clf_params, check_clf = {"p": p, **given}, check_pmsvm_params
+    names = [*scan_params, *clf_params]
+    try:  # the options by the library's own checks, before any data are read and the classifier fitted
         check_params(**scan_params)
+        check_clf(**clf_params)
     except (TypeError, ValueError) as exc:
-        _usage(_as_options(exc, scan_params))
+        _usage(_as_options(exc, names))
+    negative_files = _image_files(negatives, "--negatives") if negatives else []
     X, y, failed = _patches(faces, nonfaces, data, split)
     augmentation = {"mirror": mirror, "shifts": shifts}
     with _progress() as progress:
-        neg, nfail = _negatives(negatives, progress) if negatives else ([], 0)
+        neg, nfail = _negatives(negatives, negative_files, progress) if negatives else ([], 0)
         negative_images = [im for _, im in neg]
         task = progress.add_task(f"training {classifier}", total=None, info="")
         try:
             if classifier == "svc":
                 det, _, labels = train_detector(
                     X, y, negative_images=negative_images, augmentation=augmentation,
-                    callback=_svm_callback(progress, task), **scan_params,
-                    svm_params={"kernel": kernel, "degree": degree, "C": 10.0 if C is None else C, "gamma": g,
-                                "coef0": coef0, "tol": 1e-3 if tol is None else tol, "max_iter": max_iter})
+                    callback=_svm_callback(progress, task), **scan_params, svm_params=clf_params)
             else:
                 det, _, labels = train_pmsvm_detector(
                     X, y, features=features, negative_images=negative_images, augmentation=augmentation,
-                    pmsvm_params={"p": p, **({} if C is None else {"C": C}), **({} if tol is None else {"tol": tol}),
-                                  **({} if max_iter is None else {"max_iter": max_iter})}, **scan_params)
+                    pmsvm_params=clf_params, **scan_params)
         except (TypeError, ValueError) as exc:
-            _usage(_as_options(exc, [*scan_params, "kernel", "degree", "C", "gamma", "coef0", "tol", "p",
-                                     "max_iter"]))
+            _usage(_as_options(exc, names))
     _write(det.save, out_path)
     clf = det.classifier
     size = (f"{clf.support_.size} support vectors" if classifier == "svc" else
@@ -379,6 +385,7 @@ def bootstrap(
     _check_output(out_path, "--out")
     _check_not_input(out_path, "--out", {"--model": model, "--data": data, "--faces": faces, "--nonfaces": nonfaces,
                                          "--negatives": negatives})
+    negative_files = _image_files(negatives, "--negatives")
     det = _load_detector(model)
     features = labels = None
     failed = 0
@@ -392,7 +399,7 @@ def bootstrap(
         _usage(f"{model}: a {type(det.classifier).__name__} model keeps no training rows; give the patches to "
                f"retrain on (--data, or --faces and --nonfaces)")
     with _progress() as progress:
-        neg, nfail = _negatives(negatives, progress)
+        neg, nfail = _negatives(negatives, negative_files, progress)
         scan_task = progress.add_task("scanning negatives", total=len(neg), info="")
         fit_task = progress.add_task("retraining SVM", total=None, info="", visible=False)
         rows = []
@@ -706,6 +713,7 @@ def calibrate(
         _usage("--negatives: not used with --box-only (it keeps the model's operating point)")
     _check_output(out_path, "--out")
     _check_not_input(out_path, "--out", {"--model": model, "--annotations": annotations, "--negatives": negatives})
+    negative_files = _image_files(negatives, "--negatives") if negatives else []
     ann, read, det = _annotated_set(images, annotations, split, model)
     _check_not_input(out_path, "--out", {"--images": [images / name for name in ann]})
     items, failed = [], 0
@@ -718,7 +726,7 @@ def calibrate(
             except ImageError as exc:
                 _report("failed", exc)
                 failed += 1
-        neg, nfail = _negatives(negatives, progress) if negatives else ([], 0)
+        neg, nfail = _negatives(negatives, negative_files, progress) if negatives else ([], 0)
         if not any(len(boxes) for _, boxes in items):
             _usage(f"{annotations}: no face to calibrate on in the readable images (faces flagged ignore are left out)")
         progress.add_task("calibrating", total=None, info="")

@@ -348,6 +348,15 @@ def fit_pmsvm(features, labels, **pmsvm_params):
     return PmSVM(**{**PMSVM_DEFAULTS, **pmsvm_params}).fit(features, labels)
 
 
+def check_pmsvm_params(**pmsvm_params):
+    """Check the PmSVM hyperparameters :func:`fit_pmsvm` would fit with (PMSVM_DEFAULTS overridden by pmsvm_params)
+    by svmcore's own checks, the ones ``PmSVM.fit`` runs first, so that a bad value fails before any data are read.
+    Raises TypeError for an unknown name or a non-number, ValueError for a value out of range (p > 0, ...)."""
+    from svmcore.pmsvm import PmSVM
+
+    PmSVM(**{**PMSVM_DEFAULTS, **pmsvm_params})._check_params()
+
+
 def train_pmsvm_detector(X, y, *, features="hog", negative_images=(), augmentation=None, pmsvm_params=None,
                          prefilter_params=None, **detector_params):
     """A :class:`Detector` with an additive-kernel PmSVM on ``features`` (default HOG) of windows X (n, 19, 19)
@@ -355,11 +364,13 @@ def train_pmsvm_detector(X, y, *, features="hog", negative_images=(), augmentati
     (:func:`facedet.bootstrap.fit_prefilter`, fitted on pixels, independent of the classifier).
 
     Returns (detector, feature rows, labels), the training set for :func:`facedet.bootstrap.bootstrap`.
-    Raises ValueError for bad input (e.g. features with negative values: PmSVM needs features >= 0).
+    Raises ValueError for bad input (e.g. features with negative values: PmSVM needs features >= 0); the detector
+    parameters and pmsvm_params are checked first.
     """
     from .bootstrap import fit_prefilter, training_set
 
     check_params(**detector_params)
+    check_pmsvm_params(**(pmsvm_params or {}))
     F, labels = training_set(X, y, augmentation, features)
     prefilter = fit_prefilter(np.asarray(X), np.asarray(y), negative_images, augmentation,
                               **(prefilter_params or {}))

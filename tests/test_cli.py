@@ -410,6 +410,47 @@ def test_train_checks_scan_options_before_fitting(small_npz, tmp_path, monkeypat
     d = np.load(small_npz)
     with pytest.raises(ValueError, match="stride"):
         facedet.bootstrap.train_detector(d["X"], d["y"], stride=0)
+    # the classifier's hyperparameters too, by svmcore's own checks, before the features are computed
+    import facedet.detector
+    monkeypatch.setattr(facedet.bootstrap, "training_set", lambda *a, **k: pytest.fail("features before the checks"))
+    with pytest.raises(ValueError, match="C: must be > 0"):
+        facedet.bootstrap.train_detector(d["X"], d["y"], svm_params={"C": -1})
+    with pytest.raises(ValueError, match="p=1.0 > 0 is not positive definite"):
+        facedet.detector.train_pmsvm_detector(d["X"], d["y"], pmsvm_params={"p": 1})
+    with pytest.raises(TypeError, match="kernal"):  # a misspelt name is no hyperparameter
+        facedet.bootstrap.train_detector(d["X"], d["y"], svm_params={"kernal": "rbf"})
+
+
+def test_train_and_bootstrap_refuse_bad_hyperparameters_before_reading_any_data(small_npz, small_model, tmp_path,
+                                                                                monkeypatch):
+    # --C -1 (and the rest) were refused by the fit, after the patches and the negatives had been read
+    import facedet.patches
+    for name in ("load_patches", "image_files", "read_grey"):
+        monkeypatch.setattr(facedet.patches, name, lambda *a, **k: pytest.fail("data read before the checks"))
+    import facedet.imageio
+    monkeypatch.setattr(facedet.imageio, "read_grey", lambda *a, **k: pytest.fail("data read before the checks"))
+    base = ["train", "--data", str(small_npz), "--negatives", str(tmp_path), "--out", str(tmp_path / "m.npz")]
+    for bad, message in ((["--C", "-1"], "--C: must be > 0, got -1.0"), (["--C", "0"], "--C: must be > 0"),
+                         (["--C", "nan"], "--C: must be finite"), (["--gamma", "-1"], "--gamma: must be > 0"),
+                         (["--degree", "0"], "--degree: must be >= 1"), (["--tol", "0"], "--tol: must be > 0"),
+                         (["--coef0", "inf"], "--coef0: must be finite"),
+                         (["--kernel", "rbf", "--gamma", "0"], "--gamma: must be > 0"),
+                         (["--classifier", "pmsvm", "--p", "1"], "--p"),
+                         (["--classifier", "pmsvm", "--C", "-2"], "--C: must be > 0"),
+                         (["--classifier", "pmsvm", "--tol", "-1"], "--tol: must be > 0"),
+                         (["--max-iter", "0"], "--max-iter"), (["--shifts", "10"], "--shifts")):
+        r = runner.invoke(app, [*base, *bad])
+        assert r.exit_code == 2 and message in r.output, (bad, r.output)
+    for bad in (["--rounds", "0"], ["--max-per-image", "0"]):  # bootstrap's own options (typer's ranges)
+        r = runner.invoke(app, ["bootstrap", "--model", str(small_model), "--negatives", str(tmp_path), "--out",
+                                str(tmp_path / "b.npz"), "--data", str(small_npz), *bad])
+        assert r.exit_code == 2 and bad[0] in r.output, (bad, r.output)
+    # a --negatives folder that is not there is reported before the patches are read, too
+    monkeypatch.undo()
+    monkeypatch.setattr(facedet.patches, "load_patches", lambda *a, **k: pytest.fail("patches read before the checks"))
+    r = runner.invoke(app, ["train", "--data", str(small_npz), "--negatives", str(tmp_path / "none"), "--out",
+                            str(tmp_path / "m.npz")])
+    assert r.exit_code == 2 and "--negatives" in r.stderr, r.output
 
 
 def test_calibrate_refits_the_shipped_box_map_and_operating_point(data_dir, tmp_path):

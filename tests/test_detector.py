@@ -218,7 +218,8 @@ def test_bootstrap_refuses_bad_labels_rows_and_counts_before_scanning(negatives,
     with monkeypatch.context() as m:
         m.setattr(Detector, "scan_windows", lambda *a, **k: pytest.fail("scanned before the checks"))
         for kw, match in (({"labels": labels * 2}, "labels must be 0"), ({"features": F * np.nan}, "finite"),
-                          ({"max_per_image": -1}, "max_per_image"), ({"max_per_image": 2.5}, "max_per_image")):
+                          ({"max_per_image": -1}, "max_per_image"), ({"max_per_image": 2.5}, "max_per_image"),
+                          ({"svm_params": {"C": -1.0}}, "C: must be > 0"), ({"svm_params": {"degree": 0}}, "degree")):
             with pytest.raises((ValueError, TypeError), match=match):
                 bootstrap(det, negatives[:1], 1, **{"features": F, "labels": labels, **kw})
     with pytest.raises(ValueError, match="max_per_image"):
