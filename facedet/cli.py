@@ -1,7 +1,9 @@
 """Command line: ``facedet train | bootstrap | detect | evaluate | calibrate`` (typer). Argument handling only.
 
-Exit codes: 0 success; 2 usage error (bad option, missing model or folder); 1 if any input file failed
-(each bad file is reported on stderr and the other files are still processed).
+Exit codes (:func:`exit_codes`, stated by ``facedet --help`` and by every command's ``--help``): 0 success; 1 if
+an input file failed (each bad file is reported on stderr and the other files are still processed) or an output
+could not be written; 2 usage error (bad option, missing or unusable model, folder or CSV); 130 on Ctrl-C
+(:mod:`facedet.__main__`).
 """
 from __future__ import annotations
 
@@ -20,12 +22,22 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn
 from rich.table import Table
 from rich.text import Text
 
+
+
+def exit_codes(failed="an input file", unusable="model, folder, CSV or output path", also=""):
+    """The exit codes as the help pages state them: one text for the program and every command, which differ only
+    in what their inputs are (``failed``: the files whose failure is exit 1; ``unusable``: the inputs that make a
+    usage error besides a bad option; ``also``: a usage error found in the course of the work). 130 comes from
+    :mod:`facedet.__main__`'s Ctrl-C handler."""
+    return (f"Exit codes: 0 success; 1 if {failed} could not be read (each is reported on stderr, the others are "
+            f"processed) or an output could not be written; 2 usage error (a bad option, or a missing or unusable "
+            f"{unusable}{f'; also if {also}' if also else ''}); 130 interrupted (Ctrl-C).")
+
+
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Face detection with a polynomial SVM on 19x19 windows (Osuna, Freund, Girosi 1997), or an "
                        "additive-kernel PmSVM on HOG.",
-                  epilog="Exit codes: 0 success; 1 if an input file failed (each is reported on stderr, the others "
-                         "are processed) or an output could not be written; 2 usage error (bad option, missing or "
-                         "corrupt model, unusable folder or CSV). Machine output (--json) is the only thing on stdout.")
+                  epilog=exit_codes() + " Machine output (--json) is the only thing on stdout.")
 # soft_wrap: one message per line when piped (grep-able); file names are never read as rich markup
 out = Console(soft_wrap=True)
 err = Console(stderr=True, soft_wrap=True)
@@ -234,7 +246,8 @@ def _split_needs_data(ctx, data):
         _usage("--split: selects a split of --data; give --data")
 
 
-@app.command()
+@app.command(epilog=exit_codes("a face, non-face or --negatives image", "data file, folder or output path",
+                                 "no --negatives image is usable"))
 def train(
     ctx: typer.Context,
     out_path: Path = typer.Option(..., "--out", help="Model file to write (.npz)."),
@@ -363,7 +376,8 @@ def _refine(text):
     return None if text.lower() == "off" else _number(text, "--refine")
 
 
-@app.command()
+@app.command(epilog=exit_codes("a patch or --negatives image", "model, data file, folder or output path",
+                                 "no --negatives image is usable"))
 def bootstrap(
     ctx: typer.Context,
     model: Path = typer.Option(..., help="Trained model to start from."),
@@ -431,7 +445,7 @@ def bootstrap(
     _exit(failed or nfail)
 
 
-@app.command()
+@app.command(epilog=exit_codes("an image", "model, folder or --out path"))
 def detect(
     images: List[Path] = typer.Argument(..., readable=False, metavar="IMAGE",
                                         help="Image files (PNG, JPEG, TIFF, ...; colour, grey, 16-bit or alpha), "
@@ -609,7 +623,8 @@ def draw_boxes(rgb, boxes):
     return img
 
 
-@app.command()
+@app.command(epilog=exit_codes("an annotated image", "model, folder, CSV or --plot path",
+                                 "no annotated image can be read"))
 def evaluate(
     images: Path = typer.Option(..., help="Folder holding the annotated images."),
     annotations: Path = typer.Option(..., help="CSV with a header row and columns "
@@ -681,7 +696,8 @@ def evaluate(
     _exit(failed)
 
 
-@app.command()
+@app.command(epilog=exit_codes("an annotated or --negatives image", "model, folder, CSV or output path",
+                                 "no readable image has a face, or no --negatives image is usable"))
 def calibrate(
     model: Path = typer.Option(..., help="Trained model to calibrate (e.g. from facedet train or bootstrap)."),
     images: Path = typer.Option(..., help="Folder holding annotated training images (not the ones you will "

@@ -1,6 +1,7 @@
 """The facedet command: detect (table, JSON, annotated images, bad files), train, bootstrap, evaluate, exit codes."""
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -9,6 +10,7 @@ import time
 
 import numpy as np
 import pytest
+from typer.main import get_command as typer_command
 from typer.testing import CliRunner
 
 from facedet.cli import app
@@ -127,6 +129,18 @@ def test_help_explains_every_option(command):
     r = runner.invoke(app, [command, "--help"])
     assert r.exit_code == 0
     assert "--out" in r.stdout or command == "evaluate"
+
+
+@pytest.mark.parametrize("command", [[], *([name] for name in typer_command(app).commands)],
+                         ids=lambda command: " ".join(["facedet", *command]))
+def test_every_help_states_the_exit_codes(command):
+    # only `facedet --help` stated them (and without 130); each command's page now does, from one text
+    r = runner.invoke(app, [*command, "--help"])
+    text = " ".join(r.stdout.split())  # (rich wraps the epilog at 80 columns)
+    assert r.exit_code == 0
+    assert re.search(r"Exit codes: 0 success; 1 if \S.* could not be read \(each is reported on stderr, the others "
+                     r"are processed\) or an output could not be written; 2 usage error \(a bad option, or a missing "
+                     r"or unusable \S[^;]*(; also if [^)]+)?\); 130 interrupted \(Ctrl-C\)\.", text), text[-600:]
 
 
 def test_train_and_bootstrap(small_model, small_npz, data_dir, tmp_path, astro):
