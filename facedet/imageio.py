@@ -6,14 +6,26 @@ supported mode to 8-bit grey or RGB, and one exception type, :class:`ImageError`
 file and the problem, so that a caller can report a bad file and go on with the rest of a batch.
 
 Pixel limit: ``max_pixels`` of the readers, by default :data:`MAX_PIXELS` (50 megapixels), facedet's own limit
-and not Pillow's default. It is below Pillow's (``PIL.Image.MAX_IMAGE_PIXELS``, 89,478,485 unless the
-application changed it), above which Pillow warns; that warning is not shown, as ``max_pixels`` is checked
-instead. Pillow's hard limit, twice ``PIL.Image.MAX_IMAGE_PIXELS`` (178,956,970 by default), stays in force:
-this module never changes Pillow's setting, so a ``max_pixels`` above it does not raise it (an application that
-wants larger images raises ``PIL.Image.MAX_IMAGE_PIXELS`` itself). Either refusal is one line, as
-``<file>: 12000x12000 = 144,000,000 pixels exceeds the limit of 50,000,000 (...)``: the file, its pixel
-count (the size too where facedet checked it; where Pillow refused the file first its message gives the count
-only) and the lower of the two limits, named as Pillow's where that is the one that applied.
+and not Pillow's default, checked on the header before any pixel is decoded: a file of a few bytes can claim
+any size, and decoding it would exhaust memory (a decompression bomb). A refusal is one
+:class:`ImageTooLarge` (an :class:`ImageError`), as ``<file>: 12000x12000 = 144,000,000 pixels exceeds the
+limit of 50,000,000 (refused before decoding: a possible decompression bomb); max_pixels= raises it``: the
+file, its pixel count (the size too where facedet checked it; where Pillow refused the file first its
+message gives the count only), the limit that applied and the way past it. The exception keeps these as
+attributes, so that a caller can name its own way (the command line names ``--max-pixels``).
+
+Pillow has limits of its own: it warns above ``PIL.Image.MAX_IMAGE_PIXELS`` (89,478,485 unless the
+application changed it), which is not shown, as ``max_pixels`` is checked instead, and refuses above twice
+that (178,956,970 by default). A ``max_pixels`` at or below :data:`MAX_PIXELS` leaves Pillow's setting alone,
+so an application's lower setting stays in force (named as Pillow's limit in the refusal). A ``max_pixels``
+above :data:`MAX_PIXELS` is the caller's explicit opt-in to large images: where Pillow's hard limit is lower,
+it is raised to ``max_pixels`` for that read only (open, header check, decoding, EXIF rotation) and restored
+afterwards, under a lock, so that such reads run one at a time (which also bounds their memory) and the
+setting they restore is the application's. While one runs, Pillow code on other threads sees the raised
+limit: facedet's readers there still refuse anything above their own ``max_pixels`` from the header, but
+an application's Pillow setting below ``max_pixels`` may let them read an image it would have refused.
+With Pillow's default setting, above :data:`MAX_PIXELS`, no other read changes (the command line reads on
+one thread anyway).
 
 Mode conversions (Pillow mode -> result):
 
@@ -31,17 +43,20 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import threading
 import warnings
 from pathlib import Path
 
 import numpy as np
 from PIL import Image, ImageOps, UnidentifiedImageError
 
+from svmcore._validation import check_scalar
 from svmcore.persistence import atomic_write
 
 # 50 megapixels: above every common camera's default output (a 48-MP phone sensor saves 12-MP files by
-# default). Scanning screens large pyramid levels in bands: a 48-MP image peaks at ~0.4 GB of arrays and a
-# 12-MP one at ~0.3 GB (tracemalloc, shipped model, 2026-11-22).
+# default), not above a 61-MP full-frame or 102-MP medium-format camera or a phone's 108/200-MP mode, whose
+# users raise it (max_pixels=, --max-pixels). Scanning screens large pyramid levels in bands: a 48-MP image
+# peaks at ~0.4 GB of arrays and a 12-MP one at ~0.3 GB (tracemalloc, shipped model, 2026-11-22).
 MAX_PIXELS = 50_000_000
 
 _ALPHA_MODES = {"LA", "La", "PA", "RGBA", "RGBa"}
@@ -53,13 +68,55 @@ class ImageError(ValueError):
     too large (decompression bomb) or of an unsupported pixel mode. The message names the file."""
 
 
+class ImageTooLarge(ImageError):
+    """An image of more pixels than the limit (a possible decompression bomb), refused from its header before
+    any pixel was decoded.
+
+    Attributes: ``path`` (str, the file), ``pixels`` (int; None where Pillow refused the file and its message
+    gave no count: then ``over``, int, Pillow's limit that the count exceeds), ``size`` ((width, height) ints,
+    or None where Pillow refused the file before facedet saw its header), ``limit`` (int, the limit that
+    applied) and ``pillow`` (True where that limit was Pillow's, twice ``PIL.Image.MAX_IMAGE_PIXELS``, lower
+    than ``max_pixels``). ``str()`` names the readers' ``max_pixels=`` as the way past the limit;
+    :meth:`message` names another.
+    """
+
+    def __init__(self, path, pixels, limit, *, size=None, pillow=False, over=None):
+        self.path, self.pixels, self.limit, self.size, self.pillow = path, pixels, limit, size, pillow
+        self.over = limit if over is None else over
+        super().__init__(self.message("max_pixels="))
+
+    def __reduce__(self):  # (pickle, e.g. across processes: the arguments are not the message)
+        return _rebuild_too_large, (self.path, self.pixels, self.limit, self.size, self.pillow, self.over)
+
+    def message(self, raised_by):
+        """The one-line refusal, naming ``raised_by`` (str: ``"max_pixels="``, ``"--max-pixels"``, ...) as
+        what raises the limit (where the limit was Pillow's: a value of it above :data:`MAX_PIXELS`)."""
+        if self.size is not None:
+            count = f"{self.size[0]}x{self.size[1]} = {self.pixels:,} pixels"
+        else:
+            count = f"{self.pixels:,} pixels" if self.pixels is not None else f"over {self.over:,} pixels"
+        if self.pillow:
+            limit = f"Pillow's limit of {self.limit:,} (twice PIL.Image.MAX_IMAGE_PIXELS)"
+            hint = f"{raised_by} above {MAX_PIXELS:,} raises it"
+        else:
+            limit, hint = f"the limit of {self.limit:,}", f"{raised_by} raises it"
+        return f"{self.path}: {count} exceeds {limit} (refused before decoding: a possible decompression bomb); {hint}"
+
+
+def _rebuild_too_large(path, pixels, limit, size, pillow, over):
+    return ImageTooLarge(path, pixels, limit, size=size, pillow=pillow, over=over)
+
+
 def read_grey(path, *, max_pixels=MAX_PIXELS) -> np.ndarray:
     """Read an image file as 8-bit grey.
 
     Returns a C-contiguous ``(H, W)`` uint8 array, EXIF orientation applied, colour converted with BT.601
     luma, 16-bit scaled to 8 bits, transparency composited over white (see the module docstring).
-    Raises :class:`ImageError` (a ValueError) naming the file if it cannot be read, and TypeError if
-    ``path`` is not a path.
+    ``max_pixels`` (int >= 1): the largest image read, in pixels (width x height); above :data:`MAX_PIXELS`
+    Pillow's own limit is raised to it for this read (module docstring).
+    Raises :class:`ImageError` (a ValueError) naming the file if it cannot be read, :class:`ImageTooLarge` (an
+    ImageError) for an image over the limit, TypeError if ``path`` is not a path or ``max_pixels`` not an
+    integer, ValueError if ``max_pixels`` < 1.
     """
     with _open(path, max_pixels) as im:
         if im.mode in ("1", "L"):
@@ -111,10 +168,38 @@ def write_image(path, rgb) -> Path:
 
 @contextlib.contextmanager
 def _open(path, max_pixels):
-    """Open ``path``, check its header size against ``max_pixels``, decode it and apply EXIF orientation."""
+    """Open ``path``, check its header size against ``max_pixels``, decode it and apply EXIF orientation; the
+    oriented image, the file closed on leaving."""
     if not isinstance(path, (str, os.PathLike)):
         raise TypeError(f"expected a file path, got {type(path).__name__}")
+    max_pixels = check_scalar(max_pixels, "max_pixels", lo=1, integer=True)
     name = os.fspath(path)
+    with _pillow_limit(max_pixels):  # Pillow checks sizes as it opens and as some formats decode
+        im = _open_checked(name, max_pixels)
+        try:
+            try:
+                with _pillow_warning_off():  # (some formats check a frame's or tile's size as they decode)
+                    im.load()
+            except Image.DecompressionBombError as exc:
+                raise _too_large(name, exc, max_pixels) from None
+            except Exception as exc:  # truncated data, broken chunks, CRC errors, decoder errors
+                raise ImageError(f"{name}: truncated or corrupt image data ({type(exc).__name__}: {exc})") from exc
+            try:
+                oriented = ImageOps.exif_transpose(im)
+            except Exception as exc:
+                raise ImageError(f"{name}: invalid EXIF orientation data ({type(exc).__name__}: {exc})") from exc
+        except BaseException:
+            im.close()
+            raise
+    try:
+        yield oriented
+    finally:
+        im.close()
+
+
+def _open_checked(name, max_pixels):
+    """``Image.open(name)`` with its size checked against ``max_pixels`` from the header (nothing decoded);
+    :class:`ImageError` for a file that cannot be opened, :class:`ImageTooLarge` for one over the limit."""
     try:
         with _pillow_warning_off():
             im = Image.open(name)
@@ -130,30 +215,38 @@ def _open(path, max_pixels):
         raise _too_large(name, exc, max_pixels) from None
     except Exception as exc:  # a corrupt header can raise almost anything inside a format plugin
         raise ImageError(f"{name}: cannot read the image header ({type(exc).__name__}: {exc})") from exc
-    try:
-        width, height = im.size
-        if width * height > max_pixels:
-            raise ImageError(f"{name}: {width}x{height} = {width * height:,} pixels exceeds the limit of "
-                             f"{max_pixels:,} {_REFUSED}")
-        if width == 0 or height == 0:
-            raise ImageError(f"{name}: empty image ({width}x{height})")
-        try:
-            with _pillow_warning_off():  # (some formats check a frame's or tile's size as they decode)
-                im.load()
-        except Image.DecompressionBombError as exc:
-            raise _too_large(name, exc, max_pixels) from None
-        except Exception as exc:  # truncated data, broken chunks, CRC errors, decoder errors
-            raise ImageError(f"{name}: truncated or corrupt image data ({type(exc).__name__}: {exc})") from exc
-        try:
-            oriented = ImageOps.exif_transpose(im)
-        except Exception as exc:
-            raise ImageError(f"{name}: invalid EXIF orientation data ({type(exc).__name__}: {exc})") from exc
-        yield oriented
-    finally:
+    width, height = im.size
+    if width * height > max_pixels:
         im.close()
+        raise ImageTooLarge(name, width * height, max_pixels, size=(width, height))
+    if width == 0 or height == 0:
+        im.close()
+        raise ImageError(f"{name}: empty image ({width}x{height})")
+    return im
 
 
-_REFUSED = "(refused before decoding: a possible decompression bomb)"
+# held while Pillow's limit is raised: one raised read at a time, each restoring the application's setting
+_PILLOW_LIMIT_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def _pillow_limit(max_pixels):
+    """Context: for ``max_pixels`` above :data:`MAX_PIXELS` (a caller's opt-in to large images), Pillow's hard
+    limit (twice ``Image.MAX_IMAGE_PIXELS``) at least ``max_pixels``, restored on leaving; else nothing changes.
+    Such reads hold a lock, so that they run one at a time and none restores another's raised value."""
+    if max_pixels <= MAX_PIXELS:
+        yield
+        return
+    with _PILLOW_LIMIT_LOCK:
+        saved = Image.MAX_IMAGE_PIXELS
+        if saved is None or 2 * saved >= max_pixels:  # (None: the application turned Pillow's check off)
+            yield
+            return
+        Image.MAX_IMAGE_PIXELS = -(-max_pixels // 2)  # Pillow refuses above twice this, i.e. above max_pixels
+        try:
+            yield
+        finally:
+            Image.MAX_IMAGE_PIXELS = saved
 
 
 @contextlib.contextmanager
@@ -166,16 +259,17 @@ def _pillow_warning_off():
 
 
 def _too_large(name, exc, max_pixels):
-    """The ImageError for Pillow's DecompressionBombError ``exc``: the file, its pixel count and the limit it
-    exceeds, ``max_pixels`` where that is the lower, else Pillow's (twice ``PIL.Image.MAX_IMAGE_PIXELS``).
-    Pillow's message gives the count ("Image size (N pixels) exceeds limit of L pixels, could be decompression bomb
-    DOS attack.", Pillow 13); should a later Pillow word it otherwise, the count is given as over Pillow's limit."""
+    """The ImageTooLarge for Pillow's DecompressionBombError ``exc``: the file, its pixel count and the limit it
+    exceeds, ``max_pixels`` where that is the lower, else Pillow's (twice ``PIL.Image.MAX_IMAGE_PIXELS``, as it
+    stands during the read). Pillow's message gives the count ("Image size (N pixels) exceeds limit of L pixels,
+    could be decompression bomb DOS attack.", Pillow 13); should a later Pillow word it otherwise, the count is
+    given as over the limit."""
     pillow = 2 * (Image.MAX_IMAGE_PIXELS or 0)  # Pillow raises above twice the limit it warns above
     found = re.search(r"\((\d+) pixels\)", str(exc))
-    count = f"{int(found.group(1)):,} pixels" if found else f"over {pillow:,} pixels"
-    limit = (f"the limit of {max_pixels:,}" if max_pixels < pillow else
-             f"Pillow's limit of {pillow:,} (twice PIL.Image.MAX_IMAGE_PIXELS, which facedet does not raise)")
-    return ImageError(f"{name}: {count} exceeds {limit} {_REFUSED}")
+    pixels = int(found.group(1)) if found else None
+    if max_pixels <= pillow:
+        return ImageTooLarge(name, pixels, max_pixels, over=pillow)
+    return ImageTooLarge(name, pixels, pillow, pillow=True)
 
 
 def _sixteen_to_eight(im, path) -> np.ndarray:

@@ -19,7 +19,7 @@ import cv2
 import numpy as np
 from svmcore._validation import check_scalar
 
-from .imageio import ImageError, read_grey
+from .imageio import MAX_PIXELS, ImageError, read_grey
 from .preprocess import WINDOW
 
 # formats Pillow reads itself (no plugin or external program)
@@ -70,20 +70,22 @@ def image_files(folder, recursive=False):
                   and p.suffix.lower() in IMAGE_SUFFIXES and not p.name.startswith("."))
 
 
-def load_folder(folder, errors=None):
-    """All images in ``folder`` as (n, 19, 19) uint8 windows.
+def load_folder(folder, errors=None, *, max_pixels=MAX_PIXELS):
+    """All images in ``folder`` as (n, 19, 19) uint8 windows; ``max_pixels``: as for
+    :func:`facedet.imageio.read_grey`, the largest image read.
 
     Unreadable files raise :class:`facedet.imageio.ImageError`, unless ``errors`` is a list: then
-    ``(path, message)`` is appended to it and the file is skipped. ValueError if no image was loaded.
+    ``(path, exc)`` is appended to it (the Path and the ImageError, whose ``str()`` is the message) and the file
+    is skipped. ValueError if no image was loaded.
     """
     out = []
     for path in image_files(folder):
         try:
-            out.append(to_window(read_grey(path)))
+            out.append(to_window(read_grey(path, max_pixels=max_pixels)))
         except ImageError as exc:
             if errors is None:
                 raise
-            errors.append((path, str(exc)))
+            errors.append((path, exc))
     if not out:
         raise ValueError(f"{folder}: no readable images ({', '.join(sorted(IMAGE_SUFFIXES))})")
     return np.stack(out)
@@ -144,11 +146,12 @@ def load_npz(path, split="train"):
     return np.ascontiguousarray(X), y.astype(np.int64)
 
 
-def load_patches(faces=None, nonfaces=None, *, data=None, split="train", errors=None):
+def load_patches(faces=None, nonfaces=None, *, data=None, split="train", errors=None, max_pixels=MAX_PIXELS):
     """Training windows and labels from two folders, a folder holding both, or an .npz (``data``).
 
-    Returns (X (n, 19, 19) uint8, y (n,) int64, 1 = face), faces first. Raises ValueError for a bad source,
-    the same folder given for both classes, or a source without both faces and non-faces.
+    Returns (X (n, 19, 19) uint8, y (n,) int64, 1 = face), faces first. ``errors`` and ``max_pixels`` (the
+    largest image file read): as for :func:`load_folder`. Raises ValueError for a bad source, the same folder
+    given for both classes, or a source without both faces and non-faces.
     """
     if data is not None:
         data = Path(data)
@@ -162,7 +165,7 @@ def load_patches(faces=None, nonfaces=None, *, data=None, split="train", errors=
         raise ValueError("give both a face folder and a non-face folder, or an .npz file")
     if os.path.realpath(faces) == os.path.realpath(nonfaces):  # resolve() raises on a symlink loop
         raise ValueError(f"the face and the non-face folder are the same folder: {faces}")
-    F, N = load_folder(faces, errors), load_folder(nonfaces, errors)
+    F, N = load_folder(faces, errors, max_pixels=max_pixels), load_folder(nonfaces, errors, max_pixels=max_pixels)
     return np.concatenate([F, N]), np.r_[np.ones(len(F), np.int64), np.zeros(len(N), np.int64)]
 
 

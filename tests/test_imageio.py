@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from facedet.imageio import MAX_PIXELS, ImageError, read_grey, read_rgb, write_image
+from facedet.imageio import MAX_PIXELS, ImageError, ImageTooLarge, read_grey, read_rgb, write_image
 
 
 @pytest.fixture(scope="module")
@@ -146,26 +146,108 @@ def test_decompression_bomb_refused_from_header(tmp_path, grey_png):
     # 12000 x 12000 grey (144 MB decoded) in a file of a few hundred bytes: refused from the header
     bomb = tmp_path / "bomb.png"
     bomb.write_bytes(grey_png(12000, 12000, zlib.compress(b"\0" * 12001 * 8)))
-    with pytest.raises(ImageError, match="bomb.png: 12000x12000 .*exceeds the limit"):
+    with pytest.raises(ImageTooLarge, match=r"bomb.png: 12000x12000 = 144,000,000 pixels exceeds the limit of "
+                                            r"50,000,000 \(refused before decoding: a possible decompression bomb\); "
+                                            r"max_pixels= raises it$"):
         read_grey(bomb)
     # Beyond Pillow's own hard limit (twice Image.MAX_IMAGE_PIXELS), which refuses the file as it opens, the
     # message is ours too: the file, its pixel count and the limit, not Pillow's "DOS attack" wording
     huge = tmp_path / "huge.png"
     huge.write_bytes(grey_png(2**20, 2**20, zlib.compress(b"\0" * 64)))
     with pytest.raises(ImageError, match=r"^\S*huge.png: 1,099,511,627,776 pixels exceeds the limit of "
-                                         r"50,000,000 \(refused before decoding: a possible decompression bomb\)$"):
+                                         r"50,000,000 \(refused before decoding: a possible decompression bomb\); "
+                                         r"max_pixels= raises it$"):
         read_rgb(huge)
-    # a max_pixels above Pillow's hard limit does not raise it: that limit is named as Pillow's
-    with pytest.raises(ImageError, match=r"huge.png: 1,099,511,627,776 pixels exceeds Pillow's limit of 178,956,970 "
-                                         r"\(twice PIL.Image.MAX_IMAGE_PIXELS"):
-        read_rgb(huge, max_pixels=10**13)
+    # a max_pixels above Pillow's hard limit raises it to max_pixels for the read (Pillow's refusal is at the
+    # caller's limit, not at 178,956,970), and Pillow's setting is restored afterwards
+    with pytest.raises(ImageTooLarge, match=r"huge.png: 1,099,511,627,776 pixels exceeds the limit of 200,000,000,000 "
+                                            r"\(refused before decoding: a possible decompression bomb\); "
+                                            r"max_pixels= raises it$"):
+        read_rgb(huge, max_pixels=2 * 10**11)
+    assert Image.MAX_IMAGE_PIXELS == 89_478_485
     # just over a caller's limit, a real image is refused too; at the limit it is read
     small = tmp_path / "small.png"
     Image.new("L", (100, 50)).save(small)
     with pytest.raises(ImageError, match="exceeds the limit of 4,999"):
         read_grey(small, max_pixels=4999)
     assert read_grey(small, max_pixels=5000).shape == (50, 100)
-    assert 10_000_000 <= MAX_PIXELS <= 100_000_000
+    for bad, error in ((0, ValueError), (-1, ValueError), (2.5e8, TypeError), ("big", TypeError), (True, TypeError)):
+        with pytest.raises(error, match="max_pixels"):
+            read_grey(small, max_pixels=bad)
+
+
+def test_the_default_limit_stays_50_megapixels(tmp_path, grey_png):
+    import inspect
+
+    from facedet import patches
+    assert MAX_PIXELS == 50_000_000
+    for reader in (read_grey, read_rgb, patches.load_folder, patches.load_patches):
+        assert inspect.signature(reader).parameters["max_pixels"].default == 50_000_000
+    over = tmp_path / "over.png"  # 10000 x 5001 in its header: 10,000 pixels over, nothing decoded
+    over.write_bytes(grey_png(10000, 5001, zlib.compress(b"\0" * 64)))
+    with pytest.raises(ImageTooLarge) as info:
+        read_grey(over)
+    exc = info.value
+    assert (exc.path, exc.pixels, exc.size, exc.limit, exc.pillow) == (str(over), 50_010_000, (10000, 5001),
+                                                                      50_000_000, False)
+    assert exc.message("--max-pixels") == (f"{over}: 10000x5001 = 50,010,000 pixels exceeds the limit of 50,000,000 "
+                                           "(refused before decoding: a possible decompression bomb); --max-pixels "
+                                           "raises it")
+    # an exception that crosses processes (multiprocessing) keeps its fields and message
+    import pickle
+    back = pickle.loads(pickle.dumps(exc))
+    assert type(back) is ImageTooLarge and str(back) == str(exc) and back.size == exc.size
+
+
+def test_max_pixels_above_the_default_raises_pillows_limit_for_that_read_only(tmp_path, monkeypatch):
+    # Pillow refuses above twice Image.MAX_IMAGE_PIXELS (178,956,970 by default); a lowered setting stands in for
+    # it here, so that a 100x50 image is beyond it
+    import threading
+
+    from PIL import Image as PILImage
+
+    from facedet import imageio
+    monkeypatch.setattr(PILImage, "MAX_IMAGE_PIXELS", 1000)
+    Image.new("L", (100, 50), 7).save(tmp_path / "over.png")  # 5,000 pixels > 2 x 1,000
+    (tmp_path / "cut.png").write_bytes((tmp_path / "over.png").read_bytes()[:60])
+    # up to facedet's default, Pillow's setting stays in force, and the refusal says what gets past it
+    with pytest.raises(ImageTooLarge, match=r"over.png: 5,000 pixels exceeds Pillow's limit of 2,000 \(twice "
+                                            r"PIL.Image.MAX_IMAGE_PIXELS\) \(refused before decoding: a possible "
+                                            r"decompression bomb\); max_pixels= above 50,000,000 raises it$"):
+        read_grey(tmp_path / "over.png", max_pixels=MAX_PIXELS)
+    # above it, the caller opted in: the image is read, and Pillow's setting is restored after the read, after a
+    # refusal and after a failed decoding alike
+    assert read_grey(tmp_path / "over.png", max_pixels=MAX_PIXELS + 1).tolist() == [[7] * 100] * 50
+    assert PILImage.MAX_IMAGE_PIXELS == 1000
+    with pytest.raises(ImageError, match="cut.png: (truncated|cannot read)"):
+        read_rgb(tmp_path / "cut.png", max_pixels=10**8)
+    assert PILImage.MAX_IMAGE_PIXELS == 1000
+    with monkeypatch.context() as m:  # a lower default, so that a limit above it can be under the image's size
+        m.setattr(imageio, "MAX_PIXELS", 1000)
+        with pytest.raises(ImageTooLarge, match=r"over.png: 100x50 = 5,000 pixels exceeds the limit of 4,999 "):
+            read_rgb(tmp_path / "over.png", max_pixels=4999)  # Pillow let it open, our header check refused it
+    assert PILImage.MAX_IMAGE_PIXELS == 1000
+    # reads on several threads, some raising it and some not: the raising ones all read the image, the others
+    # are refused by Pillow's setting, or read it where it was raised by another thread at the time (documented),
+    # and the application's setting is what remains
+    outcomes, barrier = {True: set(), False: set()}, threading.Barrier(4)
+
+    def reader(k):
+        barrier.wait()
+        for i in range(300):  # (enough for an unlocked version to fail most runs)
+            limit = (6 * 10**7, 10**8, MAX_PIXELS)[(i + k) % 3]
+            try:
+                read_grey(tmp_path / "over.png", max_pixels=limit)
+                outcomes[limit > MAX_PIXELS].add("read")
+            except ImageTooLarge as exc:
+                outcomes[limit > MAX_PIXELS].add("Pillow's" if exc.pillow and exc.limit == 2000 else str(exc))
+    threads = [threading.Thread(target=reader, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert outcomes[True] == {"read"} and outcomes[False] <= {"read", "Pillow's"} and outcomes[False], outcomes
+    assert PILImage.MAX_IMAGE_PIXELS == 1000
 
 
 def test_pillow_limit_set_by_the_application_is_kept_and_named(tmp_path, monkeypatch):

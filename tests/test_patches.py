@@ -63,8 +63,19 @@ def test_folders_of_any_size_are_resized(tmp_path, data_dir):
     X, y = load_patches(faces, nonfaces, errors=errors)
     assert X.shape == (3, 19, 19) and list(y) == [1, 1, 0]
     assert len(errors) == 1 and errors[0][0].name == "broken.png"
+    assert isinstance(errors[0][1], ImageError) and "broken.png: " in str(errors[0][1])  # the exception itself
     with pytest.raises(ImageError):
         load_folder(nonfaces)
+    # max_pixels reaches every file: a.png is 90x90 = 8,100 pixels, b.jpg 110x110, c.png 150x200
+    errors = []
+    assert load_folder(faces, errors, max_pixels=12099).shape == (1, 19, 19)
+    assert [p.name for p, _ in errors] == ["b.jpg"]
+    assert str(errors[0][1]).endswith("b.jpg: 110x110 = 12,100 pixels exceeds the limit of 12,099 (refused before "
+                                      "decoding: a possible decompression bomb); max_pixels= raises it")
+    errors = []
+    with pytest.raises(ValueError, match="no readable images"):
+        load_patches(faces, nonfaces, errors=errors, max_pixels=29999)
+    assert sorted(p.name for p, _ in errors) == ["broken.png", "c.png"]  # (c.png: 150x200 = 30,000 pixels)
 
 
 def test_npz_errors(tmp_path):
