@@ -174,6 +174,31 @@ def _svm_callback(progress, task):
     return callback
 
 
+_MAX_PIXELS = 50_000_000  # facedet.imageio.MAX_PIXELS (tested equal), written out: --help loads no Pillow or numpy
+
+_MAX_PIXELS_HELP = (
+    "Largest image read, in pixels (width x height; default 50,000,000). Each file's size is read from its header "
+    "and a larger image is refused before decoding: a small file can claim a huge size and exhaust memory (a "
+    "decompression bomb). Raise it for larger photos (61- or 102-MP cameras, a phone's 108- or 200-MP mode) where "
+    "the memory is there: finding the faces in a photo peaks at about 23-25 bytes a pixel, 1.5 GB at 60 MP, 2.8 GB "
+    "at 120 MP, 4.5 GB at 200 MP (measured with 1 and 2 threads alike), and train, bootstrap and calibrate keep "
+    "every image they read, 1 byte a pixel. Above 178,956,970 Pillow's own limit is raised too, for these reads "
+    "only.")
+
+
+def _max_pixels_option():
+    """--max-pixels: one definition for every command that reads image files."""
+    return typer.Option(_MAX_PIXELS, "--max-pixels", min=1, show_default=False, help=_MAX_PIXELS_HELP)
+
+
+def _image_error(exc):
+    """The message of an ImageError for the command line: a refusal over the pixel limit names --max-pixels
+    (where the library's message names its max_pixels= argument)."""
+    from .imageio import ImageTooLarge
+
+    return exc.message("--max-pixels") if isinstance(exc, ImageTooLarge) else str(exc)
+
+
 def _image_files(folder: Path, option: str):
     from .patches import image_files
 
@@ -183,9 +208,10 @@ def _image_files(folder: Path, option: str):
         _usage(f"{option}: {exc}")
 
 
-def _read_images(paths, progress, description):
-    """(name, grey) of readable images at least one window large; bad files reported (images smaller than a
-    window only noted: valid, but without a window to learn from). Returns (images, n_failed)."""
+def _read_images(paths, progress, description, max_pixels):
+    """(name, grey) of readable images of at most ``max_pixels`` pixels and at least one window large; bad files
+    reported (images smaller than a window only noted: valid, but without a window to learn from). Returns
+    (images, n_failed)."""
     from .imageio import ImageError, read_grey
     from .preprocess import WINDOW
 
@@ -193,32 +219,32 @@ def _read_images(paths, progress, description):
     task = progress.add_task(description, total=len(paths), info="")
     for p in paths:
         try:
-            grey = read_grey(p)
+            grey = read_grey(p, max_pixels=max_pixels)
             if min(grey.shape) < WINDOW:
                 _report("note:", f"{p}: {grey.shape[1]}x{grey.shape[0]} is smaller than the {WINDOW}x{WINDOW} "
                                  "window; not used")
             else:
                 images.append((p, grey))
         except ImageError as exc:
-            _report("skipped", exc)
+            _report("skipped", _image_error(exc))
             failed += 1
         progress.advance(task)
     return images, failed
 
 
-def _negatives(folder, files, progress):
+def _negatives(folder, files, progress, max_pixels):
     """(name, grey) of the usable images ``files`` (from ``_image_files(folder, "--negatives")``, listed with the
-    other option checks) and the number that failed; a usage error (exit 2) if none is usable, for a run without
-    them would not be the run asked for."""
+    other option checks; of at most ``max_pixels`` pixels) and the number that failed; a usage error (exit 2) if
+    none is usable, for a run without them would not be the run asked for."""
     from .preprocess import WINDOW
 
-    images, failed = _read_images(files, progress, "reading negatives")
+    images, failed = _read_images(files, progress, "reading negatives", max_pixels)
     if not images:
         _usage(f"--negatives {folder}: no readable image of at least {WINDOW}x{WINDOW} pixels")
     return images, failed
 
 
-def _patches(faces, nonfaces, data, split):
+def _patches(faces, nonfaces, data, split, max_pixels):
     from .patches import load_patches
 
     if data is not None and (faces is not None or nonfaces is not None):
@@ -227,11 +253,15 @@ def _patches(faces, nonfaces, data, split):
         _usage("give --faces DIR and --nonfaces DIR, or --data FILE.npz")
     errors = []
     try:
-        X, y = load_patches(faces, nonfaces, data=data, split=split, errors=errors)
+        X, y = load_patches(faces, nonfaces, data=data, split=split, errors=errors, max_pixels=max_pixels)
     except ValueError as exc:
-        _usage(f"{'--data' if data is not None else '--faces/--nonfaces'}: {exc}")
-    for path, message in errors:
-        _report("skipped", message)
+        usage = f"{'--data' if data is not None else '--faces/--nonfaces'}: {exc}"
+    else:
+        usage = None
+    for path, exc in errors:  # (before a folder's "no readable images": they say why)
+        _report("skipped", _image_error(exc))
+    if usage is not None:
+        _usage(usage)
     return X, y, len(errors)
 
 
@@ -291,6 +321,7 @@ def train(
                                          "'off': grid only."),
     threshold: float = typer.Option(0.0, help="Saved scanning default: SVM decision value above which a window "
                                               "is a face."),
+    max_pixels: int = _max_pixels_option(),
 ):
     """Train a detector on face and non-face patches."""
     from .bootstrap import check_svm_params, train_detector
@@ -312,6 +343,8 @@ def train(
     _split_needs_data(ctx, data)
     if other:
         _usage(f"{', '.join(other)}: not an option of --classifier {classifier}")
+    if _typed(ctx, ["max_pixels"]) and negatives is None and data is not None and data.is_file():
+        _usage(f"--max-pixels: no image file is read (--data {data} holds the patches as arrays; no --negatives)")
     _check_output(out_path, "--out")
     _check_not_input(out_path, "--out", {"--data": data, "--faces": faces, "--nonfaces": nonfaces,
                                          "--negatives": negatives})
@@ -331,10 +364,10 @@ def train(
     except (TypeError, ValueError) as exc:
         _usage(_as_options(exc, names))
     negative_files = _image_files(negatives, "--negatives") if negatives else []
-    X, y, failed = _patches(faces, nonfaces, data, split)
+    X, y, failed = _patches(faces, nonfaces, data, split, max_pixels)
     augmentation = {"mirror": mirror, "shifts": shifts}
     with _progress() as progress:
-        neg, nfail = _negatives(negatives, negative_files, progress) if negatives else ([], 0)
+        neg, nfail = _negatives(negatives, negative_files, progress, max_pixels) if negatives else ([], 0)
         negative_images = [im for _, im in neg]
         task = progress.add_task(f"training {classifier}", total=None, info="")
         try:
@@ -391,6 +424,7 @@ def bootstrap(
     split: str = typer.Option("train", help="Split to read from --data."),
     max_per_image: int = typer.Option(300, min=1, help="At most this many false positives kept per image and "
                                                        "round."),
+    max_pixels: int = _max_pixels_option(),
 ):
     """Bootstrap: add the false positives on face-free images to the non-faces and retrain, N rounds."""
     from .bootstrap import bootstrap as run, training_set
@@ -404,7 +438,7 @@ def bootstrap(
     features = labels = None
     failed = 0
     if data is not None or faces is not None or nonfaces is not None:
-        X, y, failed = _patches(faces, nonfaces, data, split)
+        X, y, failed = _patches(faces, nonfaces, data, split, max_pixels)
         try:
             features, labels = training_set(X, y, features=det.features)
         except (TypeError, ValueError) as exc:
@@ -413,7 +447,7 @@ def bootstrap(
         _usage(f"{model}: a {type(det.classifier).__name__} model keeps no training rows; give the patches to "
                f"retrain on (--data, or --faces and --nonfaces)")
     with _progress() as progress:
-        neg, nfail = _negatives(negatives, negative_files, progress)
+        neg, nfail = _negatives(negatives, negative_files, progress, max_pixels)
         scan_task = progress.add_task("scanning negatives", total=len(neg), info="")
         fit_task = progress.add_task("retraining SVM", total=None, info="", visible=False)
         rows = []
@@ -478,6 +512,7 @@ def detect(
                                                     "value, also score stride 1 and the pyramid's half steps; "
                                                     "'off': the grid only (default: the model's)."),
     threads: Optional[int] = typer.Option(None, min=1, help=_THREADS_HELP),
+    max_pixels: int = _max_pixels_option(),
 ):
     """Find faces in images: a table (or --json) of boxes in pixels, and annotated images with --out."""
     from .imageio import ImageError, read_rgb, write_image
@@ -509,10 +544,10 @@ def detect(
         for path, target in zip(images, targets):
             progress.advance(task)
             try:
-                rgb = read_rgb(path)
+                rgb = read_rgb(path, max_pixels=max_pixels)
                 boxes = det.detect(rgb, threads=threads)
             except (ImageError, ValueError, OSError) as exc:
-                _report("failed", exc if isinstance(exc, ImageError) else f"{path}: {exc}")
+                _report("failed", _image_error(exc) if isinstance(exc, ImageError) else f"{path}: {exc}")
                 failed += 1
                 continue
             results.append({"image": str(path), "width": int(rgb.shape[1]), "height": int(rgb.shape[0]),
@@ -543,10 +578,10 @@ def detect(
     _exit(failed)
 
 
-def _annotated_set(images, annotations, split, model):
+def _annotated_set(images, annotations, split, model, max_pixels):
     """(annotations by image name, a reader of those images, detector) for evaluate and calibrate; usage errors
-    for a bad CSV, folder or model. The reader raises ImageError for an image that is unreadable or not of the
-    size its boxes were drawn at (the CSV's img_width, img_height)."""
+    for a bad CSV, folder or model. The reader raises ImageError for an image that is unreadable, of more than
+    ``max_pixels`` pixels or not of the size its boxes were drawn at (the CSV's img_width, img_height)."""
     from .evaluate import read_annotations, read_image_sizes
     from .imageio import ImageError, read_grey
 
@@ -561,7 +596,7 @@ def _annotated_set(images, annotations, split, model):
         _usage(f"not a folder: {images}")
 
     def read(name):
-        grey = read_grey(images / name)
+        grey = read_grey(images / name, max_pixels=max_pixels)
         size = (grey.shape[1], grey.shape[0])
         if sizes.get(name, size) != size:
             raise ImageError(f"{images / name}: {size[0]}x{size[1]} pixels, but annotated at "
@@ -643,6 +678,7 @@ def evaluate(
                                                    "note if that is not writable."),
     iou: float = typer.Option(0.5, help="Intersection over union, in (0, 1], for a detection to match a face."),
     threads: Optional[int] = typer.Option(None, min=1, help=_THREADS_HELP),
+    max_pixels: int = _max_pixels_option(),
 ):
     """Detection rate, false positives and average precision on annotated images."""
     from .evaluate import evaluate_detections, plot_format, plot_precision_recall, plural, rate
@@ -659,7 +695,7 @@ def evaluate(
             _usage(f"--plot {exc}")
     elif os.access(".", os.W_OK | os.X_OK):
         plot = Path("precision_recall.png")
-    ann, read, det = _annotated_set(images, annotations, split, model)
+    ann, read, det = _annotated_set(images, annotations, split, model, max_pixels)
     if plot is not None:
         _check_not_input(plot, "--plot", {"--images": [images / name for name in ann]})
     dets, failed = {}, 0
@@ -669,7 +705,7 @@ def evaluate(
             try:
                 dets[name] = det.detect(read(name), threads=threads)
             except (ImageError, ValueError) as exc:
-                _report("failed", exc if isinstance(exc, ImageError) else f"{name}: {exc}")
+                _report("failed", _image_error(exc) if isinstance(exc, ImageError) else f"{name}: {exc}")
                 failed += 1
             progress.advance(task)
     lost = sum(int((~ignore).sum()) for name, (_, ignore) in ann.items() if name not in dets)
@@ -713,6 +749,7 @@ def calibrate(
     operating_point: bool = typer.Option(True, "--operating-point/--box-only",
                                          help="Also choose the threshold (-1 to 3, step 0.1) and min_neighbors (1-3) "
                                               "that maximise F1 on these images; --box-only keeps the model's."),
+    max_pixels: int = _max_pixels_option(),
 ):
     """Fit a model's window-to-box map to the annotations' box convention (and its operating point).
 
@@ -730,7 +767,7 @@ def calibrate(
     _check_output(out_path, "--out")
     _check_not_input(out_path, "--out", {"--model": model, "--annotations": annotations, "--negatives": negatives})
     negative_files = _image_files(negatives, "--negatives") if negatives else []
-    ann, read, det = _annotated_set(images, annotations, split, model)
+    ann, read, det = _annotated_set(images, annotations, split, model, max_pixels)
     _check_not_input(out_path, "--out", {"--images": [images / name for name in ann]})
     items, failed = [], 0
     with _progress() as progress:
@@ -740,9 +777,9 @@ def calibrate(
             try:
                 items.append((read(name), boxes[~ignore]))
             except ImageError as exc:
-                _report("failed", exc)
+                _report("failed", _image_error(exc))
                 failed += 1
-        neg, nfail = _negatives(negatives, negative_files, progress) if negatives else ([], 0)
+        neg, nfail = _negatives(negatives, negative_files, progress, max_pixels) if negatives else ([], 0)
         if not any(len(boxes) for _, boxes in items):
             _usage(f"{annotations}: no face to calibrate on in the readable images (faces flagged ignore are left out)")
         progress.add_task("calibrating", total=None, info="")

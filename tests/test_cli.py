@@ -188,7 +188,7 @@ def test_detect_handles_image_kinds_and_rejects_bomb(astro, tmp_path, grey_png):
     r = runner.invoke(app, ["detect", *map(str, files), "--json"])
     assert r.exit_code == 1 and "bomb.png" in r.stderr
     assert (f"failed {huge}: 1,099,511,627,776 pixels exceeds the limit of 50,000,000 (refused before decoding: a "
-            "possible decompression bomb)\n") in r.stderr and "DOS" not in r.stderr, r.stderr
+            "possible decompression bomb); --max-pixels raises it\n") in r.stderr and "DOS" not in r.stderr, r.stderr
     res = json.loads(r.stdout)
     assert [x["image"] for x in res] == list(map(str, files[:3]))
     assert all(len(x["faces"]) == 1 for x in res)
@@ -680,3 +680,91 @@ def test_annotated_image_or_plot_never_replaces_the_model(astro, small_model, da
         r = runner.invoke(app, args)
         assert r.exit_code == 2 and "is the --model input" in r.stderr, (args, r.output)
     assert model.read_bytes() == small_model.read_bytes()
+
+
+READERS = ["train", "bootstrap", "detect", "evaluate", "calibrate"]  # the commands that read image files
+
+
+def test_max_pixels_is_one_option_of_every_command_that_reads_images():
+    from facedet import cli
+    from facedet.imageio import MAX_PIXELS
+    assert cli._MAX_PIXELS == MAX_PIXELS == 50_000_000  # the default stays 50 MP, written out in the CLI
+    commands = typer_command(app).commands
+    options = [next(o for o in commands[name].params if o.name == "max_pixels") for name in READERS]
+    assert all(o.opts == ["--max-pixels"] and o.default == MAX_PIXELS for o in options)
+    assert len({o.help for o in options}) == 1  # one text
+    text = options[0].help
+    for said in ("default 50,000,000", "before decoding", "decompression bomb", "exhaust memory", "GB",
+                 "Above 178,956,970 Pillow's own limit is raised"):
+        assert said in text, said
+    assert not re.search(r"\{\d+\}", text)  # every figure filled in
+    r = runner.invoke(app, ["detect", "--help"])
+    assert "--max-pixels" in r.stdout
+
+
+def test_detect_max_pixels_both_ways(astro, tmp_path, grey_png):
+    # 512 x 512 = 262,144 pixels: refused one pixel below, read at the limit
+    r = runner.invoke(app, ["detect", str(astro), "--json", "--max-pixels", "262143"])
+    assert r.exit_code == 1 and json.loads(r.stdout) == []
+    assert (f"failed {astro}: 512x512 = 262,144 pixels exceeds the limit of 262,143 (refused before decoding: a "
+            "possible decompression bomb); --max-pixels raises it\n") in r.stderr, r.stderr
+    r = runner.invoke(app, ["detect", str(astro), "--json", "--max-pixels", "262144"])
+    assert r.exit_code == 0 and len(json.loads(r.stdout)[0]["faces"]) == 1, r.output
+    # the default: a header claiming 10,000 pixels over 50 MP is refused, naming the option (nothing decoded)
+    over = tmp_path / "over.png"
+    over.write_bytes(grey_png(10000, 5001, b""))
+    r = runner.invoke(app, ["detect", str(over)])
+    assert r.exit_code == 1 and "10000x5001 = 50,010,000 pixels exceeds the limit of 50,000,000" in r.stderr
+    assert "; --max-pixels raises it" in r.stderr and "max_pixels=" not in r.stderr, r.stderr
+    for bad in ("0", "-5", "1e8", "many"):
+        r = runner.invoke(app, ["detect", str(astro), "--max-pixels", bad])
+        assert r.exit_code == 2 and "--max-pixels" in r.output, (bad, r.output)
+
+
+def test_max_pixels_above_pillows_limit_raises_it_for_the_reads(astro, monkeypatch):
+    # Pillow refuses above twice PIL.Image.MAX_IMAGE_PIXELS (178,956,970 by default); lowered here below the
+    # photo's 262,144 pixels, it stands in for a 200-MP photo against the default
+    from PIL import Image
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 100_000)
+    r = runner.invoke(app, ["detect", str(astro)])
+    assert r.exit_code == 1 and (f"failed {astro}: 262,144 pixels exceeds Pillow's limit of 200,000 (twice "
+                                 "PIL.Image.MAX_IMAGE_PIXELS) (refused before decoding: a possible decompression "
+                                 "bomb); --max-pixels above 50,000,000 raises it\n") in r.stderr, r.stderr
+    r = runner.invoke(app, ["detect", str(astro), "--json", "--max-pixels", "60000000"])
+    assert r.exit_code == 0 and len(json.loads(r.stdout)[0]["faces"]) == 1, r.output
+    assert Image.MAX_IMAGE_PIXELS == 100_000  # restored after the read
+
+
+def test_max_pixels_reaches_every_image_a_command_reads(astro, data_dir, small_npz, small_model, tmp_path):
+    from facedet.detector import default_model_path
+    scenes = data_dir / "scenes_annotated_dlib_voc"
+    negs = data_dir / "nonface_scenes"
+    n_negs = len(list(p for p in negs.rglob("*") if p.suffix.lower() in (".png", ".jpg")))
+    low = ["--max-pixels", "1000"]  # every image here is larger
+
+    def refused(r, n):
+        lines = [line for line in r.stderr.splitlines() if line.endswith("; --max-pixels raises it")]
+        return len(lines) == n and all("exceeds the limit of 1,000 (refused before decoding" in x for x in lines)
+
+    r = runner.invoke(app, ["evaluate", "--images", str(scenes / "images"), "--annotations", str(scenes / "boxes.csv"),
+                            "--split", "test", "--plot", str(tmp_path / "pr.png"), *low])
+    assert r.exit_code == 2 and "no annotated image could be read" in r.stderr and refused(r, 5), r.output
+    out = tmp_path / "m.npz"
+    r = runner.invoke(app, ["calibrate", "--model", str(default_model_path()), "--images", str(scenes / "images"),
+                            "--annotations", str(scenes / "boxes.csv"), "--split", "train", "--out", str(out), *low])
+    assert r.exit_code == 2 and "no face to calibrate" in r.stderr and refused(r, 4), r.output
+    for args in (["train", "--data", str(small_npz)], ["bootstrap", "--model", str(small_model)]):
+        r = runner.invoke(app, [*args, "--negatives", str(negs), "--out", str(out), *low])
+        assert r.exit_code == 2 and "no readable image of at least 19x19" in r.stderr and refused(r, n_negs), r.output
+    # image folders of patches (any size): each refused file is named with the reason, before the folder's error
+    faces, nonfaces = tmp_path / "faces", tmp_path / "nonfaces"
+    faces.mkdir(), nonfaces.mkdir()
+    write_image(faces / "big.png", read_rgb(astro)[:40, :40])  # 1,600 pixels
+    write_image(nonfaces / "small.png", read_rgb(astro)[-19:, :19])
+    r = runner.invoke(app, ["train", "--faces", str(faces), "--nonfaces", str(nonfaces), "--out", str(out), *low])
+    assert r.exit_code == 2 and refused(r, 1) and "big.png: 40x40 = 1,600 pixels" in r.stderr, r.output
+    assert r.stderr.index("big.png") < r.stderr.index("no readable images")
+    # where a command reads no image file, the option is refused rather than ignored
+    r = runner.invoke(app, ["train", "--data", str(small_npz), "--out", str(out), *low])
+    assert r.exit_code == 2 and "--max-pixels: no image file is read" in r.stderr, r.output
+    assert not out.exists()
