@@ -20,12 +20,12 @@ that (178,956,970 by default). A ``max_pixels`` at or below :data:`MAX_PIXELS` l
 so an application's lower setting stays in force (named as Pillow's limit in the refusal). A ``max_pixels``
 above :data:`MAX_PIXELS` is the caller's explicit opt-in to large images: where Pillow's hard limit is lower,
 it is raised to ``max_pixels`` for that read only (open, header check, decoding, EXIF rotation) and restored
-afterwards, under a lock, so that such reads run one at a time (which also bounds their memory) and the
-setting they restore is the application's. While one runs, Pillow code on other threads sees the raised
-limit: facedet's readers there still refuse anything above their own ``max_pixels`` from the header, but
-an application's Pillow setting below ``max_pixels`` may let them read an image it would have refused.
-With Pillow's default setting, above :data:`MAX_PIXELS`, no other read changes (the command line reads on
-one thread anyway).
+afterwards, under a lock, so that such reads (their opening and decoding) run one at a time and the setting
+they restore is the application's. While one runs, Pillow code on other threads sees the raised limit:
+facedet's readers there still refuse anything above their own ``max_pixels`` from the header, but where the
+application set Pillow's limit below their ``max_pixels`` they may read an image that setting would have
+refused. With Pillow's default setting, whose hard limit is above :data:`MAX_PIXELS`, no other read's outcome
+changes (and the command line reads on one thread).
 
 Mode conversions (Pillow mode -> result):
 
