@@ -127,6 +127,15 @@ SPARSE_COST = (29.0, 205.0, 260.0)
 DENSE_MAX_BYTES = 2**28  # the float64 copy's size beyond which sparse rows stay sparse (rbf fits hold ~2.5x that)
 
 
+def surely_sparse(n, d, nnz):
+    """Whether :func:`densify_if_cheaper` keeps n CSR rows of d columns and nnz entries sparse, from a bound that
+    needs no pass over the entries (its column counts are O(d): 0.1 ms for sector's 55,197 columns, on each of a
+    one-vs-one fit's thousands of fold decisions): with p_j <= 1, the sparse cost is at most (a + b) nnz + c n.
+    False means "maybe not": ask densify_if_cheaper."""
+    a, b, c = SPARSE_COST
+    return 8 * n * d > DENSE_MAX_BYTES or (a + b) * nnz + c * n <= 0.99 * n * d  # 1% clear of its rounding
+
+
 def densify_if_cheaper(X):
     """X.toarray() if X is a sparse matrix whose kernel products are cheaper dense (``SPARSE_COST``) and whose
     dense copy takes at most ``DENSE_MAX_BYTES``; else X itself. The kernel values are the same either way, up
@@ -135,7 +144,7 @@ def densify_if_cheaper(X):
         return X
     X = X.tocsr()
     n, d = X.shape
-    if 8 * n * d > DENSE_MAX_BYTES:
+    if surely_sparse(n, d, X.nnz):
         return X
     p = np.bincount(X.indices, minlength=d) / n
     p2 = p * p
@@ -167,6 +176,78 @@ def _finish_poly(dot, gamma, coef0, degree, out):
                 b *= b
                 e >>= 1
             out[i, j] = r
+
+
+@nb.njit(cache=True, nogil=True)
+def _pairwise_leaf(a, lo, n):
+    """numpy's pairwise sum of a[lo:lo + n] for n <= 128 (no split)."""
+    if n < 8:
+        res = -0.0
+        for i in range(lo, lo + n):
+            res += a[i]
+        return res
+    r0, r1, r2, r3 = a[lo], a[lo + 1], a[lo + 2], a[lo + 3]
+    r4, r5, r6, r7 = a[lo + 4], a[lo + 5], a[lo + 6], a[lo + 7]
+    i = 8
+    while i < n - n % 8:
+        r0 += a[lo + i]
+        r1 += a[lo + i + 1]
+        r2 += a[lo + i + 2]
+        r3 += a[lo + i + 3]
+        r4 += a[lo + i + 4]
+        r5 += a[lo + i + 5]
+        r6 += a[lo + i + 6]
+        r7 += a[lo + i + 7]
+        i += 8
+    res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+    while i < n:
+        res += a[lo + i]
+        i += 1
+    return res
+
+
+@nb.njit(cache=True, nogil=True)
+def pairwise_sum(a, lo, n):
+    """a[lo] + ... + a[lo + n - 1] (float64 array a) summed as numpy sums a contiguous float64 array (``np.sum``,
+    ``np.add.reduce``): numpy's pairwise summation (numpy/_core/src/umath/loops_utils.h.src), so that compiled code
+    gets numpy's result to the bit: fewer than 8 terms in order from -0.0, up to 128 in 8 interleaved partial sums
+    combined as ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7)) plus the rest in order, more split in two halves
+    (the first a multiple of 8) and the halves' sums added. ``np.add.reduceat`` gives a[lo] + pairwise_sum(a, lo + 1,
+    n - 1) per segment. The halving runs on an explicit stack: numba's cache cannot reload a recursive function
+    that other cached functions call (the process crashed)."""
+    if n <= 128:
+        return _pairwise_leaf(a, lo, n)
+    seg_lo = np.empty(64, dtype=np.int64)
+    seg_n = np.empty(64, dtype=np.int64)
+    state = np.empty(64, dtype=np.int64)  # 1: its first half is being summed, 2: its second half
+    first = np.empty(64)  # the first half's sum, while the second half is summed
+    top = 0
+    seg_lo[0] = lo
+    seg_n[0] = n
+    while True:
+        m = seg_n[top]
+        if m > 128:  # split: sum the first half first
+            half = m // 2
+            half -= half % 8
+            state[top] = 1
+            seg_lo[top + 1] = seg_lo[top]
+            seg_n[top + 1] = half
+            top += 1
+            continue
+        val = _pairwise_leaf(a, seg_lo[top], m)
+        top -= 1
+        while top >= 0 and state[top] == 2:  # a second half done: its segment's sum is first + second
+            val = first[top] + val
+            top -= 1
+        if top < 0:
+            return val
+        first[top] = val  # a first half done: now the second
+        state[top] = 2
+        half = seg_n[top] // 2
+        half -= half % 8
+        seg_lo[top + 1] = seg_lo[top] + half
+        seg_n[top + 1] = seg_n[top] - half
+        top += 1
 
 
 def row_norms_sq(X):
@@ -368,6 +449,8 @@ class Gram:
 
     Only rows that :func:`sparse_centre` leaves unshifted can use it (:meth:`shifts`)."""
 
+    offsets = None  # unshifted rows (see CentredGram)
+
     # sparse_centre leaves rows unshifted where ||mean||^2 <= mean_i ||x_i - mean||^2 = mean_i ||x_i||^2 - ||mean||^2,
     # i.e. 2 sum_ij <x_i, x_j> / n <= sum_i ||x_i||^2, which its screen decides from the rows' entries (20-40 us for a
     # sector pair). For up to SMALL rows the Gram gives both sides in a few us. Their rounding, and the screen's, stays
@@ -387,16 +470,180 @@ class Gram:
 
     def shifts(self, rows):
         """Whether :func:`sparse_centre` may shift the rows ``rows`` (int array): False for text data."""
-        n = len(rows)
-        if n == 0 or (n <= self.SMALL and 2.0 * self.dot[rows[:, None], rows].sum() / n
-                      <= (1.0 - self.MARGIN) * self.sq[rows].sum()):
-            return False
-        total, spread = _csr_mean_sq_and_spread(self.X.indptr, self.X.indices, self._data, rows, self.X.shape[1])
-        return not (total == 0.0 or total <= spread)
+        return gram_shifts(self.dot, self.sq, self.X.indptr, self.X.indices, self._data, self.X.shape[1],
+                           np.asarray(rows, dtype=np.int64), self.MARGIN, self.SMALL)
 
     def kernel(self, a, b, spec: KernelSpec, out=None):
         """K(X[a], X[b]) (len(a), len(b)) for index arrays a and b, as :func:`kernel_block` of those rows gives it."""
         return kernel_of_products(self.dot[a[:, None], b], spec, self.sq[a], self.sq[b], out)
+
+
+@nb.njit(cache=True, nogil=True)
+def gram_shifts(dot, sq, indptr, indices, data, d, rows, margin, small):
+    """:meth:`Gram.shifts` on its arrays (dot, sq, and X's CSR parts with data as float64), compiled for the callers
+    that cut many problems from one Gram. The first screen's sums run in another order than numpy's would: it only
+    decides whether the exact screen runs, ``margin`` clear of the boundary, so the answer is the same."""
+    n = rows.shape[0]
+    if n == 0:
+        return False
+    if n <= small:
+        products = 0.0
+        norms = 0.0
+        for a in rows:
+            norms += sq[a]
+            for b in rows:
+                products += dot[a, b]
+        if 2.0 * products / n <= (1.0 - margin) * norms:
+            return False
+    total, spread = _csr_mean_sq_and_spread(indptr, indices, data, rows, d)
+    return not (total == 0.0 or total <= spread)
+
+
+@nb.njit(cache=True, nogil=True)
+def _sparse_centre_of_rows(indptr, indices, data, d, rows):
+    """:func:`sparse_centre` of the rows ``rows`` of a canonical CSR matrix (indptr, indices, data as float64, d
+    columns), compiled for a few rows: (columns, values), the centre's kept columns (sorted) and its values there,
+    both empty where it returns (None, None). Its operations in its order, so the same centre to the bit: the
+    means by column in the rows' entry order (np.bincount), the spread's two dot products through BLAS (as numpy's
+    ``@``), the total as numpy's pairwise sum, a stable argsort and a running sum."""
+    n = rows.shape[0]
+    none = (np.empty(0, dtype=np.int64), np.empty(0))
+    if n == 0:
+        return none
+    total, spread = _csr_mean_sq_and_spread(indptr, indices, data, rows, d)
+    if total == 0.0 or total <= spread:
+        return none
+    nnz = 0
+    for r in rows:
+        nnz += indptr[r + 1] - indptr[r]
+    entry_col = np.empty(nnz, dtype=np.int64)
+    entry_val = np.empty(nnz)
+    k = 0
+    for r in rows:
+        for e in range(indptr[r], indptr[r + 1]):
+            entry_col[k] = indices[e]
+            entry_val[k] = data[e]
+            k += 1
+    cols = np.unique(entry_col)
+    inv = np.searchsorted(cols, entry_col)
+    sums = np.zeros(cols.shape[0])
+    counts = np.zeros(cols.shape[0], dtype=np.int64)
+    for e in range(nnz):
+        sums[inv[e]] += entry_val[e]
+        counts[inv[e]] += 1
+    m = sums / n
+    dev = entry_val - m[inv]
+    spread = (np.dot(dev, dev) + np.dot((n - counts).astype(np.float64), m * m)) / n
+    c2 = m * m
+    total = pairwise_sum(c2, 0, c2.shape[0])
+    if total == 0.0 or total <= spread:
+        return none
+    order = np.argsort(c2, kind="mergesort")  # stable, as numpy's kind="stable"
+    first = np.searchsorted(np.cumsum(c2[order]), spread, side="right")
+    kept = np.sort(order[first:])
+    return cols[kept], m[kept]
+
+
+@nb.njit(cache=True, nogil=True)
+def _centred_products(indptr, indices, data, d, rows, centre_rows):
+    """Inner products, squared norms and offsets of the rows ``rows`` of a canonical CSR matrix (indptr, indices, data
+    as float64, d columns), shifted by :func:`sparse_centre` of its rows ``centre_rows`` (empty: no shift) as
+    :func:`shift_csr` shifts them: (dot (n, n), sq (n,), offsets (n,) = <shifted row, centre>, shifted). Each number
+    as scipy computes it on the shifted CSR rows, to the bit: an entry x_ij - c_j rounded once (zeros dropped),
+    <a, b> summed over a's entries in column order from 0 (scipy's sparse product), ||a||^2 as the first square plus
+    numpy's pairwise sum of the others (``X.multiply(X).sum(axis=1)``: np.add.reduceat), the offset over a's
+    entries in order (scipy's product with a vector). For a few rows: O(n^2) merges of their entries."""
+    cols, vals = _sparse_centre_of_rows(indptr, indices, data, d, centre_rows)
+    shifted = cols.shape[0] > 0
+    n = rows.shape[0]
+    length = 0
+    for r in rows:
+        length += indptr[r + 1] - indptr[r] + cols.shape[0]
+    ptr = np.zeros(n + 1, dtype=np.int64)
+    col = np.empty(length, dtype=np.int64)
+    val = np.empty(length)
+    k = 0
+    for a in range(n):  # X - C (scipy's canonical binop): both, the row's only, the centre's only; zeros dropped
+        r = rows[a]
+        e, end, c = indptr[r], indptr[r + 1], 0
+        while e < end or c < cols.shape[0]:
+            if c == cols.shape[0] or (e < end and indices[e] < cols[c]):
+                j, v = indices[e], data[e] - 0.0
+                e += 1
+            elif e == end or cols[c] < indices[e]:
+                j, v = cols[c], 0.0 - vals[c]
+                c += 1
+            else:
+                j, v = indices[e], data[e] - vals[c]
+                e += 1
+                c += 1
+            if v != 0:
+                col[k] = j
+                val[k] = v
+                k += 1
+        ptr[a + 1] = k
+    sq = np.zeros(n)
+    offsets = np.zeros(n)
+    squares = np.empty(k)
+    for a in range(n):
+        m = 0
+        for e in range(ptr[a], ptr[a + 1]):
+            v = val[e] * val[e]
+            if v != 0:  # scipy's elementwise product drops zeros
+                squares[m] = v
+                m += 1
+        if m > 0:
+            sq[a] = squares[0] + pairwise_sum(squares, 1, m - 1)
+        if shifted:
+            total, c = 0.0, 0
+            for e in range(ptr[a], ptr[a + 1]):  # the centre is 0 off its columns: those terms add 0
+                while c < cols.shape[0] and cols[c] < col[e]:
+                    c += 1
+                if c < cols.shape[0] and cols[c] == col[e]:
+                    total += val[e] * vals[c]
+            offsets[a] = total
+    dot = np.zeros((n, n))
+    for a in range(n):
+        for b in range(a, n):
+            total = 0.0
+            e, f = ptr[a], ptr[b]
+            while e < ptr[a + 1] and f < ptr[b + 1]:
+                if col[e] < col[f]:
+                    e += 1
+                elif col[f] < col[e]:
+                    f += 1
+                else:
+                    total += val[e] * val[f]
+                    e += 1
+                    f += 1
+            dot[a, b] = total
+            dot[b, a] = total
+    return dot, sq, offsets, shifted
+
+
+class CentredGram:
+    """The kernel inputs of a few CSR rows as :class:`svmcore.qmatrix.KernelQ` (or :func:`kernel_decision`) computes
+    them on the cut rows: shifted by :func:`sparse_centre` of the rows ``centre_rows`` (none: unshifted), their inner
+    products ``dot`` (n, n), squared norms ``sq`` (n,) and, where shifted, ``offsets`` (n,) = <shifted row, centre>
+    (the linear C-SVC's rho shift and decision offset; None unshifted). The same numbers to the bit as scipy's on the
+    cut and shifted rows (:func:`_centred_products`), without scipy's cuts, shifts and products, whose overhead was a
+    small problem's time: 0.5-0.8 ms for the 2-3 row folds of a one-vs-one probability fit on sector, in which two
+    similar documents' mean outweighs their spread, so that they shift, against ~0.05 ms. The interface of
+    :class:`Gram` (``kernel``, ``shifts``) for ``KernelQ(centred, spec, y, rows=...)``. X: canonical CSR (n_X, d);
+    rows, centre_rows: int arrays."""
+
+    def __init__(self, X, rows, centre_rows):
+        data = X.data.astype(np.float64, copy=False)
+        self.dot, self.sq, offsets, shifted = _centred_products(
+            X.indptr, X.indices, data, X.shape[1], np.asarray(rows, dtype=np.int64),
+            np.asarray(centre_rows, dtype=np.int64))
+        self.offsets = offsets if shifted else None
+
+    def shifts(self, rows):
+        """False: the rows are centred already."""
+        return False
+
+    kernel = Gram.kernel
 
 
 def kernel_diagonal(sq, spec: KernelSpec):

@@ -4,7 +4,8 @@ The solver (``smo.solve``) never sees kernels. A Q-matrix has ``n``, ``diagonal`
 ``dtype`` (float32, as LIBSVM's Qfloat, or float64), ``float64()`` (the same Q with float64 columns, which
 the solver asks for where float32 cannot reach its tolerance) and ``rows(idx, active)``: the block
 Q[idx][:, active] of that dtype, i.e. the working set's columns stored as rows (Q is symmetric), computed
-together; and ``rho_shift(alpha)``, what the solver's rho needs added
+together; ``cuts_exact``, whether those are the same numbers whatever other rows a block holds (then the solver may
+compute a small Q whole: :func:`in_memory_pays`); and ``rho_shift(alpha)``, what the solver's rho needs added
 where the Q-matrix solves an equivalent, better conditioned problem (centred linear C-SVC). Kinds:
 
 - :class:`KernelQ`: Q_ij = y_i y_j K(x_i, x_j) (C-SVC) or K(x_i, x_j) (one-class, ``y=None``), computed
@@ -42,9 +43,10 @@ class ColumnCache:
     solver's clock at the slot's last use.
     """
 
+    in_memory = False
+
     def __init__(self, n, cache_mb, min_columns, dtype=np.float32):
-        n_slots = int(cache_mb * 2**20 // (np.dtype(dtype).itemsize * max(n, 1)))
-        self.n_slots = max(min(n_slots, n), min_columns)
+        self.n_slots = max(min(_slots(n, cache_mb, dtype), n), min_columns)
         self.data = np.empty((self.n_slots, n), dtype=dtype)
         self.slot_of = np.full(n, -1, dtype=np.int64)
         self.owner = np.full(self.n_slots, -1, dtype=np.int64)
@@ -52,6 +54,27 @@ class ColumnCache:
         self.full = np.zeros(self.n_slots, dtype=bool)
         self.misses = 0
         self.n_filled = 0  # slots [0, n_filled) have been used; the rest never were
+
+    @classmethod
+    def in_memory_cache(cls, block):
+        """A cache over Q given whole, ``block`` (n, n) (column j as row j), for problems whose columns all fit
+        (:func:`in_memory_pays`): slot j holds column j, and ``slot_of``, ``owner``, ``full`` and ``last_used`` record
+        which columns count as cached, and on which active set, as :meth:`insert` would have left them had each
+        request been computed (the solver's compiled loop marks them, ``smo._drive``; nothing is copied). So the
+        solver takes the same steps as over a computed cache, where that one never evicts a column it still needs:
+        never while its slots hold every column (``in_memory_pays``)."""
+        self = cls.__new__(cls)
+        n = block.shape[0]
+        self.in_memory = True
+        self.n_slots = n
+        self.data = block
+        self.slot_of = np.full(n, -1, dtype=np.int64)
+        self.owner = np.full(n, -1, dtype=np.int64)
+        self.last_used = np.zeros(n, dtype=np.int64)
+        self.full = np.zeros(n, dtype=bool)
+        self.misses = 0  # counted by the compiled loop (smo's io slot _MISSES)
+        self.n_filled = n
+        return self
 
     def drop_partial(self):
         """Forget columns computed only over the shrunk active set (they lack rows that unshrinking needs)."""
@@ -82,6 +105,28 @@ class ColumnCache:
             self.data[victims] = block
         else:
             store_rows(self.data, victims, active, np.ascontiguousarray(block))
+
+
+def _slots(n, cache_mb, dtype):
+    """Columns of n entries of ``dtype`` that ``cache_mb`` megabytes hold."""
+    return int(cache_mb * 2**20 // (np.dtype(dtype).itemsize * max(n, 1)))
+
+
+def cache_holds(n, cache_mb, dtype):
+    """Whether a :class:`ColumnCache` of ``cache_mb`` holds all n columns of an n-variable Q of ``dtype``: then it never
+    evicts a column it still needs, and a Q given whole gives the same iterates (``ColumnCache.in_memory_cache``)."""
+    return _slots(n, cache_mb, dtype) >= n
+
+
+IN_MEMORY_ROWS = 128  # Q of up to this many variables is computed whole (where its entries allow: ``cuts_exact``)
+
+
+def in_memory_pays(n, request, cache_mb, dtype):
+    """Whether the solver computes an n-variable Q whole before it starts (:meth:`ColumnCache.in_memory_cache`):
+    n <= IN_MEMORY_ROWS, where the first requests (``request`` columns each: the working set and its prefetch)
+    take most columns anyway and Python's round trips per request cost more than the columns, and the cache
+    holds all n columns (a smaller one would evict, and the iterates would be another order's)."""
+    return n <= max(IN_MEMORY_ROWS, request) and cache_holds(n, cache_mb, dtype)
 
 
 EPS32 = float(np.finfo(np.float32).eps)  # once: np.finfo costs microseconds, and solve asks for every pair
@@ -125,7 +170,9 @@ class KernelQ:
 
     With ``rows`` (sorted int indices), X is a :class:`svmcore.kernels.Gram` and the problem is on its rows
     ``rows``, which the caller has checked need no centre (:func:`svmcore.kernels.centres` and ``Gram.shifts``): the
-    inner products are cut from the Gram's, the same numbers as the rows' own product.
+    inner products are cut from the Gram's, the same numbers as the rows' own product. Or X is a
+    :class:`svmcore.kernels.CentredGram` of a few CSR rows, centred as this class centres them, and the same numbers
+    as on those rows.
     """
 
     def __init__(self, X, spec: KernelSpec, y=None, dtype=np.float32, rows=None):
@@ -163,6 +210,9 @@ class KernelQ:
         # KKT violation of 2-3.8 tol reported below tol (2026-11-27)
         self.column_rel_error = EPS32 if exact else EPS32 * max(1.0, 2.0 * spec.gamma * float(self.sq.max(initial=0.0)))
         self._active_key = None  # the row set _X_active was cut for
+        # entries cut from a Gram, or sparse products (scipy sums each over the first row's entries in order): the
+        # same numbers in any block; BLAS's dense products round an entry differently in blocks of other shapes
+        self.cuts_exact = rows is not None or sp.issparse(X)
 
     def float64(self):
         """The same Q with float64 columns (see :func:`float32_columns_suffice`)."""
@@ -171,7 +221,12 @@ class KernelQ:
     def rho_shift(self, alpha):
         """What rho of the uncentred problem adds to the solver's: <mean, w> with w = sum_i alpha_i y_i x_i
         over the original rows (0 where they were not centred; SVM decision value w'x - rho)."""
-        if self.centre is None or self.spec.kind != "linear":
+        if self.spec.kind != "linear":
+            return 0.0
+        if self.gram is not None:  # a kernels.CentredGram holds <x_i - c, c> of its shifted rows; a Gram none
+            offsets = self.gram.offsets
+            return 0.0 if offsets is None else float((alpha * self.y) @ offsets[self.index])
+        if self.centre is None:
             return 0.0
         # sum_i alpha_i y_i <x_i - mean, mean> over the centred rows it holds (linear products are float64): the
         # <mean, mean> sum_i alpha_i y_i it leaves out is 0 (y'a = 0) up to rounding, which a large common offset
@@ -228,6 +283,7 @@ class PrecomputedQ:
         self.Q = M.astype(self.dtype, copy=False)
         self.n = M.shape[0]
         self.diagonal = np.diag(M).copy()
+        self.cuts_exact = True  # its blocks are cuts of Q
 
     def float64(self):
         """The same Q stored in float64 (see :func:`float32_columns_suffice`)."""

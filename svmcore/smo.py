@@ -25,14 +25,20 @@ import numba as nb
 import numpy as np
 
 from ._validation import ConvergenceWarning
-from .qmatrix import ColumnCache, float32_columns_suffice
+from .kernels import pairwise_sum
+from .qmatrix import ColumnCache, float32_columns_suffice, in_memory_pays
 
 TAU = 1e-12
-_CONVERGED, _NEED_COLUMNS, _BUDGET = 0, 1, 2
+# what _iterate and _drive return: converged (on the active set / on all variables), columns to fetch, a budget of
+# iterations spent (_drive: only where the caller reports progress), shrunk gradients to reconstruct with columns
+# that are not cached, stopped by max_iter or the pair-step cap
+_CONVERGED, _NEED_COLUMNS, _BUDGET, _NEED_GRADIENT, _STOPPED = range(5)
+_CHUNK = 1000  # iterations between progress reports and checks of the pair-step cap
 # LIBSVM's safeguard when no max_iter is given: at most max(10^7, 100 n) SMO pair steps
 MAX_PAIR_STEPS, PAIR_STEPS_PER_ROW = 10_000_000, 100
-# io slots shared with the numba loop
-_N_ACTIVE, _CLOCK, _N_ITER, _N_INNER, _SINCE_SHRINK, _N_NEED, _HITS = range(7)
+# io slots shared with the numba loop (_MISSES: columns an in-memory cache took in, _UNSHRINKS: reconstructions)
+_N_ACTIVE, _CLOCK, _N_ITER, _N_INNER, _SINCE_SHRINK, _N_NEED, _HITS, _MISSES, _UNSHRINKS = range(9)
+_IO_SLOTS = 9
 
 
 @dataclass
@@ -254,7 +260,9 @@ def _iterate(G, alpha, y, C, diag, active, io, fo, data, slot_of, last_used, q, 
     for _ in range(budget):
         i, m, M = violation_extremes(G, alpha, y, C, active[:n_active])
         fo[0] = m - M
-        if m - M <= tol:
+        # NaN (kernel values that overflowed) stops too: no maximal violator exists (i = -1), and the callers refuse
+        # the NaN solution (check_finite_fit); reading on at index -1 looped without end over an in-memory cache
+        if not m - M > tol:
             return _CONVERGED
         io[_CLOCK] += 1
         if slot_of[i] < 0:
@@ -347,25 +355,177 @@ def _gradient(Q, p, alpha, rows_of, cache=None, chunk=256):
     return G[rows_of]
 
 
+@nb.njit(cache=True, nogil=True)
 def compute_rho(G, alpha, y, C):
-    """LIBSVM's rho: mean of y_i G_i over free variables, else the middle of the feasible interval.
+    """LIBSVM's rho: mean of y_i G_i over free variables, else the middle of the feasible interval (float).
 
     Variables with C_i = 0 (rows of zero weight) are fixed at 0 and bound nothing: LIBSVM removes them before
-    training. Counted at their upper bound, they narrowed the interval, or moved it beyond the optimal one."""
-    yG = y * G
-    free = (alpha > 0) & (alpha < C)
-    if free.any():
-        yG = yG[free]
-        return float(yG.sum() / yG.size)  # the mean, without np.mean's overhead (~10 us, for every pair of classes)
-    at_upper = alpha >= C
-    fixed = C <= 0
-    ub_mask = ((at_upper & (y < 0)) | (~at_upper & (y > 0))) & ~fixed
-    lb_mask = ((at_upper & (y > 0)) | (~at_upper & (y < 0))) & ~fixed
-    ub = yG[ub_mask].min() if ub_mask.any() else np.inf
-    lb = yG[lb_mask].max() if lb_mask.any() else -np.inf
+    training. Counted at their upper bound, they narrowed the interval, or moved it beyond the optimal one.
+    Compiled (the solver's in-memory callers need it; ~1 us against numpy's ~12 us, for every pair of classes); the
+    mean is numpy's sum to the bit (:func:`svmcore.kernels.pairwise_sum`) over the free variables in order."""
+    n = G.shape[0]
+    free = np.empty(n)
+    k = 0
+    for t in range(n):
+        if alpha[t] > 0 and alpha[t] < C[t]:
+            free[k] = y[t] * G[t]
+            k += 1
+    if k > 0:
+        return pairwise_sum(free, 0, k) / k
+    ub = np.inf
+    lb = -np.inf
+    for t in range(n):
+        if C[t] <= 0:
+            continue
+        v = y[t] * G[t]
+        at_upper = alpha[t] >= C[t]
+        if (at_upper and y[t] < 0) or (not at_upper and y[t] > 0):
+            ub = min(ub, v)
+        if (at_upper and y[t] > 0) or (not at_upper and y[t] < 0):
+            lb = max(lb, v)
     if np.isinf(ub) or np.isinf(lb):
-        return float(ub if np.isfinite(ub) else lb)
-    return float((ub + lb) / 2)
+        return ub if np.isfinite(ub) else lb
+    return (ub + lb) / 2
+
+
+@nb.njit(cache=True, nogil=True)
+def _unshrink(G, alpha, p, active, io, data, slot_of, owner, last_used, full, in_memory):
+    """Reconstruct the gradients of the shrunk variables from the cached columns and make every variable active
+    again; False (nothing changed) where a column of a nonzero alpha is not cached on all variables and the cache
+    is not in memory (``_gradient`` then computes it). Sums as ``_gradient``: the columns cached on all variables
+    first, then the others (an in-memory cache holds every column whole: its slot j is column j), each group in
+    index order; then forgets the columns cached on the shrunk active set only (``ColumnCache.drop_partial``)."""
+    n = alpha.shape[0]
+    n_active = io[_N_ACTIVE]
+    nz = np.flatnonzero(alpha)
+    cached = np.zeros(nz.shape[0], dtype=np.bool_)
+    for r in range(nz.shape[0]):
+        s = slot_of[nz[r]]
+        cached[r] = s >= 0 and full[s]
+        if not cached[r] and not in_memory:
+            return False
+    mark = np.zeros(n, dtype=np.bool_)
+    for s in range(n_active):
+        mark[active[s]] = True
+    inactive = np.flatnonzero(~mark)
+    acc = np.zeros(n)
+    for t in inactive:
+        acc[t] = p[t]
+    hit, miss = nz[cached], nz[~cached]
+    _add_cached(acc, inactive, data, slot_of[hit], alpha[hit])
+    _add_cached(acc, inactive, data, miss, alpha[miss])  # in memory: slot j holds column j (empty if all cached)
+    for t in inactive:
+        G[t] = acc[t]
+    for t in range(n):
+        active[t] = t
+    io[_N_ACTIVE] = n
+    io[_UNSHRINKS] += 1
+    for s in range(owner.shape[0]):
+        if owner[s] >= 0 and not full[s]:
+            slot_of[owner[s]] = -1
+            owner[s] = -1
+            last_used[s] = 0
+    return True
+
+
+@nb.njit(cache=True, nogil=True)
+def _drive(G, alpha, y, C, p, diag, active, io, fo, data, slot_of, owner, last_used, full, in_memory, q, tol,
+           shrink_every, max_iter, pair_step_cap, report, serve_unshrink, need):
+    """The solver's outer loop (see :func:`solve`): _iterate in chunks of _CHUNK iterations, the stopping rules
+    (``max_iter`` < 0: none, then the pair-step cap) and unshrinking, until it needs the caller. Returns
+    _CONVERGED (on all variables), _STOPPED, _NEED_COLUMNS (need[:io[_N_NEED]] must be cached; never for an
+    in-memory cache, whose columns it marks cached itself, as ``ColumnCache.insert`` would), _NEED_GRADIENT
+    (unshrinking needs columns that are not cached, or ``serve_unshrink`` is False) or, where ``report``, _BUDGET
+    after each chunk."""
+    n = alpha.shape[0]
+    while True:
+        left = _CHUNK if max_iter < 0 else min(_CHUNK, max_iter - io[_N_ITER])
+        if left <= 0 or (max_iter < 0 and io[_N_INNER] >= pair_step_cap):
+            return _STOPPED
+        status = _iterate(G, alpha, y, C, diag, active, io, fo, data, slot_of, last_used, q, tol, shrink_every,
+                          left, need)
+        if status == _NEED_COLUMNS:
+            if not in_memory:
+                return status
+            whole = io[_N_ACTIVE] == n
+            for r in range(io[_N_NEED]):
+                j = need[r]
+                slot_of[j] = j
+                owner[j] = j
+                full[j] = whole
+                last_used[j] = io[_CLOCK]
+            io[_MISSES] += io[_N_NEED]
+        elif status == _CONVERGED:
+            if io[_N_ACTIVE] == n:
+                return status
+            if not (serve_unshrink and _unshrink(G, alpha, p, active, io, data, slot_of, owner, last_used, full,
+                                                 in_memory)):
+                return _NEED_GRADIENT
+        elif report:
+            return status
+
+
+@nb.njit(cache=True, nogil=True)
+def solve_in_memory(Qmem, p, y, C, alpha, diag, tol, working_set_size, shrinking, max_iter):
+    """:func:`solve` for compiled callers, on Q given whole: Qmem (n, n) float32 or float64 (Q's columns as its
+    rows), p, y, C, alpha (the start, updated in place: feasible, n >= 2), diag (n,) float64 Q_ii as the Q-matrix
+    gives them; ``working_set_size`` q >= 2, ``max_iter`` < 0 for none. The same iterates as :func:`solve` on a
+    Q-matrix of those columns (its in-memory mode). Returns (G, converged, kkt_violation, n_iter, n_inner, hits,
+    misses); rho is :func:`compute_rho` (G, alpha, y, C)."""
+    n = alpha.shape[0]
+    q = min(working_set_size, n)
+    G = p.copy()
+    nz = np.flatnonzero(alpha)
+    if nz.shape[0] > 0:
+        _add_cached(G, np.arange(n), Qmem, nz, alpha[nz])
+    need = np.empty(q + max(q, 32), dtype=np.int64)
+    active = np.arange(n)
+    io = np.zeros(_IO_SLOTS, dtype=np.int64)
+    io[_N_ACTIVE] = n
+    fo = np.zeros(1)
+    slot_of = np.full(n, -1, dtype=np.int64)
+    owner = np.full(n, -1, dtype=np.int64)
+    last_used = np.zeros(n, dtype=np.int64)
+    full = np.zeros(n, dtype=np.bool_)
+    shrink_every = max(1, 1000 // q) if shrinking else 0
+    cap = max(MAX_PAIR_STEPS, PAIR_STEPS_PER_ROW * n)
+    status = _drive(G, alpha, y, C, p, diag, active, io, fo, Qmem, slot_of, owner, last_used, full, True, q, tol,
+                    shrink_every, max_iter, cap, False, True, need)
+    converged = status == _CONVERGED
+    violation = fo[0]
+    if not converged:
+        if io[_N_ACTIVE] < n:
+            _unshrink(G, alpha, p, active, io, Qmem, slot_of, owner, last_used, full, True)
+        _, m, M = violation_extremes(G, alpha, y, C, np.arange(n))
+        violation = m - M
+    return G, converged, max(violation, 0.0), io[_N_ITER], io[_N_INNER], io[_HITS], io[_MISSES]
+
+
+def solve_whole(Qmem, p, y, C, alpha0, diag, *, tol=1e-3, working_set_size=None, shrinking=True, max_iter=None,
+                start=None) -> SolverResult:
+    """:func:`solve` on Q given whole, in one compiled call (:func:`solve_in_memory`): Qmem (n, n) float32 or float64
+    array, Q's columns as its rows (Q symmetric); diag (n,) float64, Q_ii as the Q-matrix gives them (for kernels,
+    from the rows' norms); p, y, C, alpha0 and the settings as :func:`solve`, checked by the caller (feasible
+    alpha0, n >= 2). The same iterates, result and ConvergenceWarning as :func:`solve` on a Q-matrix with these
+    entries; ``start``: the perf_counter the result's seconds count from (None: now)."""
+    start = time.perf_counter() if start is None else start
+    alpha = np.array(alpha0, dtype=np.float64)
+    G, converged, violation, n_iter, n_inner, hits, misses = solve_in_memory(
+        Qmem, p, y, C, alpha, diag, tol, 64 if working_set_size is None else int(working_set_size), bool(shrinking),
+        -1 if max_iter is None else int(max_iter))
+    if not converged:
+        warn_not_converged(max_iter, n_inner, violation, tol)
+    return SolverResult(alpha, G, float(compute_rho(G, alpha, y, C)), 0.5 * float(alpha @ (G + p)), int(n_iter),
+                        int(n_inner), float(violation), hits / max(hits + misses, 1), time.perf_counter() - start,
+                        bool(converged))
+
+
+def warn_not_converged(max_iter, n_inner, violation, tol, stacklevel=3):
+    """The ConvergenceWarning of a solve stopped by ``max_iter`` (None: by the pair-step cap after n_inner steps)."""
+    where = (f"at max_iter={max_iter}" if max_iter is not None else
+             f"after {int(n_inner)} SMO steps (the cap without max_iter, max(10^7, 100 n) as LIBSVM's)")
+    warnings.warn(f"solver stopped {where} with KKT violation {violation:.3g} > tol={tol}; scaling the "
+                  "features may help", ConvergenceWarning, stacklevel=stacklevel)
 
 
 def solve(Q, p, y, C, alpha0, *, tol=1e-3, working_set_size=None, cache_size=200.0, shrinking=True,
@@ -400,68 +560,69 @@ def solve(Q, p, y, C, alpha0, *, tol=1e-3, working_set_size=None, cache_size=200
         Q = Q.float64()
     diag = np.ascontiguousarray(Q.diagonal, dtype=np.float64)
     need = np.empty(q + max(q, 32), dtype=np.int64)  # a working set's columns, or column i + prefetch
-    cache = ColumnCache(n, cache_size, 2 * len(need), Q.dtype)  # room for a request beside the working set
     all_idx = np.arange(n, dtype=np.int64)
+    if getattr(Q, "cuts_exact", False) and in_memory_pays(n, len(need), cache_size, Q.dtype):
+        # a small Q whose entries are the same numbers in any block: computed whole, one call, and the iterations
+        # served from it in compiled code, the cache's state (which columns, computed on which active set)
+        # kept as the fetches would have left it, so the iterates are those of the column-by-column solve
+        block = np.ascontiguousarray(Q.rows(all_idx, all_idx))
+        if not (callback is not None or verbose):
+            return solve_whole(block, p, y, C, alpha, diag, tol=tol, working_set_size=q, shrinking=shrinking,
+                               max_iter=max_iter, start=start)
+        cache = ColumnCache.in_memory_cache(block)  # the same iterates, with the reports
+    else:
+        cache = ColumnCache(n, cache_size, 2 * len(need), Q.dtype)  # room for a request beside the working set
     G = _gradient(Q, p, alpha, all_idx) if alpha.any() else p.copy()  # (C-SVC starts from 0)
     active = all_idx.copy()
-    act = all_idx  # the active set as handed to Q.rows; replaced when shrinking changes it
-    io = np.zeros(7, dtype=np.int64)
+    io = np.zeros(_IO_SLOTS, dtype=np.int64)
     io[_N_ACTIVE] = n
     fo = np.zeros(1)
     shrink_every = max(1, 1000 // q) if shrinking else 0
-    budget = 1000
     pair_step_cap = max(MAX_PAIR_STEPS, PAIR_STEPS_PER_ROW * n)  # a badly scaled problem warns, never hangs
-    converged = False
+    report = callback is not None or bool(verbose)
     while True:
-        left = budget if max_iter is None else min(budget, max_iter - int(io[_N_ITER]))
-        if left <= 0 or (max_iter is None and io[_N_INNER] >= pair_step_cap):
-            break
-        status = _iterate(G, alpha, y, C, diag, active, io, fo, cache.data, cache.slot_of, cache.last_used,
-                          q, tol, shrink_every, left, need)
-        if io[_N_ACTIVE] != len(act):
-            act = active[:io[_N_ACTIVE]].copy()
+        status = _drive(G, alpha, y, C, p, diag, active, io, fo, cache.data, cache.slot_of, cache.owner,
+                        cache.last_used, cache.full, cache.in_memory, q, tol, shrink_every,
+                        -1 if max_iter is None else max_iter, pair_step_cap, report, not verbose, need)
         if status == _NEED_COLUMNS:
             idx = need[:io[_N_NEED]].copy()
+            act = active[:io[_N_ACTIVE]].copy()  # Q.rows may keep it
             cache.insert(idx, Q.rows(idx, act), act, io[_CLOCK])
-            continue
-        if status == _CONVERGED:
-            if len(act) < n:
-                # Converged on the active set: reconstruct the shrunk gradients and check everyone.
-                inactive = np.setdiff1d(all_idx, act, assume_unique=True)
-                G[inactive] = _gradient(Q, p, alpha, inactive, cache)
-                active[:] = all_idx
-                act = all_idx
-                io[_N_ACTIVE] = n
-                cache.drop_partial()
-                Q.reset()
-                if verbose:
-                    print(f"[smo] iteration {io[_N_ITER]}: converged on the active set ({len(inactive)} of {n} "
-                          "variables shrunk); reconstructing their gradients")
-                continue
-            converged = True
+        elif status == _NEED_GRADIENT:
+            # converged on the active set: reconstruct the shrunk gradients (computing the columns not cached) and
+            # check everyone
+            inactive = np.setdiff1d(all_idx, active[:io[_N_ACTIVE]], assume_unique=True)
+            G[inactive] = _gradient(Q, p, alpha, inactive, cache)
+            active[:] = all_idx
+            io[_N_ACTIVE] = n
+            cache.drop_partial()
+            Q.reset()
+            if verbose:
+                print(f"[smo] iteration {io[_N_ITER]}: converged on the active set ({len(inactive)} of {n} "
+                      "variables shrunk); reconstructing their gradients")
+        elif status == _BUDGET:
+            info = {"n_iter": int(io[_N_ITER]), "kkt_violation": float(fo[0]), "n_active": int(io[_N_ACTIVE]),
+                    "seconds": time.perf_counter() - start}
+            if callback is not None:
+                callback(info)
+            if verbose:
+                hits = io[_HITS]
+                print(f"[smo] iteration {info['n_iter']}: violation {info['kkt_violation']:.4g}, objective "
+                      f"{0.5 * float(alpha @ (G + p)):.8g}, active {info['n_active']}, "
+                      f"cache hit rate {hits / max(hits + cache.misses + io[_MISSES], 1):.3f}")
+        else:
             break
-        info = {"n_iter": int(io[_N_ITER]), "kkt_violation": float(fo[0]), "n_active": int(io[_N_ACTIVE]),
-                "seconds": time.perf_counter() - start}
-        if callback is not None:
-            callback(info)
-        if verbose:
-            hits = io[_HITS]
-            print(f"[smo] iteration {info['n_iter']}: violation {info['kkt_violation']:.4g}, objective "
-                  f"{0.5 * float(alpha @ (G + p)):.8g}, active {info['n_active']}, "
-                  f"cache hit rate {hits / max(hits + cache.misses, 1):.3f}")
-    if not converged and len(act) < n:
-        inactive = np.setdiff1d(all_idx, act, assume_unique=True)
+    converged = status == _CONVERGED
+    if not converged and io[_N_ACTIVE] < n:
+        inactive = np.setdiff1d(all_idx, active[:io[_N_ACTIVE]], assume_unique=True)
         G[inactive] = _gradient(Q, p, alpha, inactive, cache)
     violation = fo[0]
     if not converged:
         _, m, M = violation_extremes(G, alpha, y, C, all_idx)
         violation = m - M
-        where = (f"at max_iter={max_iter}" if max_iter is not None else
-                 f"after {int(io[_N_INNER])} SMO steps (the cap without max_iter, max(10^7, 100 n) as LIBSVM's)")
-        warnings.warn(f"solver stopped {where} with KKT violation {violation:.3g} > tol={tol}; scaling the "
-                      "features may help", ConvergenceWarning, stacklevel=2)
+        warn_not_converged(max_iter, io[_N_INNER], violation, tol)
     objective = 0.5 * float(alpha @ (G + p))
-    hit_rate = io[_HITS] / max(io[_HITS] + cache.misses, 1)
+    hit_rate = io[_HITS] / max(io[_HITS] + cache.misses + io[_MISSES], 1)
     seconds = time.perf_counter() - start
     if verbose:
         print(f"[smo] done: {io[_N_ITER]} iterations ({io[_N_INNER]} pair steps), violation {violation:.3g}, "
@@ -469,5 +630,5 @@ def solve(Q, p, y, C, alpha0, *, tol=1e-3, working_set_size=None, cache_size=200
     if callback is not None:
         callback({"n_iter": int(io[_N_ITER]), "kkt_violation": float(violation), "n_active": n,
                   "seconds": seconds})
-    return SolverResult(alpha, G, compute_rho(G, alpha, y, C), objective, int(io[_N_ITER]), int(io[_N_INNER]),
-                        float(max(violation, 0.0)), float(hit_rate), seconds, converged)
+    return SolverResult(alpha, G, float(compute_rho(G, alpha, y, C)), objective, int(io[_N_ITER]),
+                        int(io[_N_INNER]), float(max(violation, 0.0)), float(hit_rate), seconds, converged)

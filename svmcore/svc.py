@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import types
 
+import numba as nb
 import numpy as np
 import scipy.sparse as sp
 
@@ -17,14 +18,116 @@ from ._validation import (NotFittedError, check_array, check_choice, check_class
                           check_labels, check_n_features, check_precomputed_kernel, check_random_state,
                           check_sample_weight, check_scalar, make_rng, row_weights)
 from .base import BaseEstimator, ClassifierMixin
-from .kernels import (Gram, KernelSpec, block_rows, centres, check_fitted_gamma, check_gamma, densify_if_cheaper,
-                      kernel_decision, resolve_kernel)
+from .kernels import (CentredGram, Gram, KernelSpec, block_rows, centres, check_fitted_gamma, check_gamma,
+                      densify_if_cheaper, gram_shifts, kernel_decision, resolve_kernel, surely_sparse)
 from .multiclass import ovo_pairs, ovo_votes
 from .probability import MIN_PROB, fit_sigmoid, pairwise_coupling, sigmoid_predict
-from .qmatrix import KernelQ, PrecomputedQ
-from .smo import solve
+from .qmatrix import EPS32, KernelQ, PrecomputedQ, cache_holds, float32_columns_suffice
+from .smo import compute_rho, solve, solve_in_memory, solve_whole, warn_not_converged
 
 _THREADED_PAIR_ROWS = 256  # n_jobs > 1 solves pairs on threads where they average this many rows (2n / k) or more
+# pairs of classes of up to this many rows, on a Gram, are solved from their kernel block, cut once (_PairBlock)
+_BLOCK_PAIR_ROWS = 1024
+# problems and decisions on up to this many CSR rows take their kernel inputs from kernels.CentredGram
+_CENTRED_ROWS = 64
+# what _fold_decisions leaves to Python: the fold's fit (its training rows shift: KernelQ centres them), its decision
+# (its support vectors shift: kernel_decision centres them)
+_FOLD_DONE, _FOLD_FIT, _FOLD_DECIDE = 0, 1, 2
+
+
+class _PairBlock:
+    """One pair of classes' Q, cut from the fit's :class:`Gram` once (``KernelQ`` on its rows, unshifted: checked by
+    the caller): ``Q`` the Q-matrix, ``Q32`` its (n, n) float32 block, ``Q64`` the float64 block where float32
+    columns cannot reach ``tol`` (:func:`svmcore.qmatrix.float32_columns_suffice`), else (0, 0), ``K`` the (n, n)
+    float64 kernel values (the fold decisions'; None without probability). Every problem on a subset of the rows
+    (the full fit, the cross-validation folds) is a cut of it: the same numbers as a ``KernelQ`` on those rows."""
+
+    def __init__(self, gram, spec, rows, ys, C, tol, probability):
+        self.Q = KernelQ(gram, spec, ys, rows=rows)
+        every = np.arange(len(rows))
+        self.wide = not float32_columns_suffice(C.max(), np.abs(self.Q.diagonal).max(), tol, self.Q.column_rel_error)
+        self.Q32 = self.Q.rows(every, every)
+        self.Q64 = self.Q.float64().rows(every, every) if self.wide else np.empty((0, 0))
+        self.K = gram.kernel(rows, rows, spec) if probability else None
+
+
+@nb.njit(cache=True, nogil=True)
+def _solve_cut(Q, train, y, C, diag, tol, working_set_size, shrinking, max_iter):
+    """Solve the C-SVC dual on the rows ``train`` of the pair's whole Q (float32 or float64 (n, n)): alpha, G,
+    converged, KKT violation, pair steps (:func:`svmcore.smo.solve_in_memory`; y, C, diag are the cut's)."""
+    m = train.shape[0]
+    cut = np.empty((m, m), dtype=Q.dtype)
+    for a in range(m):
+        for b in range(m):
+            cut[a, b] = Q[train[a], train[b]]
+    alpha = np.zeros(m)
+    G, converged, violation, _, n_inner, _, _ = solve_in_memory(cut, np.full(m, -1.0), y, C, alpha, diag, tol,
+                                                                working_set_size, shrinking, max_iter)
+    return alpha, G, converged, violation, n_inner
+
+
+@nb.njit(cache=True, nogil=True)
+def _fold_decisions(Q32, Q64, K, diag, ys, C, kept, perm, n_folds, eps, tol, working_set_size, shrinking, max_iter,
+                    centred, dot, sq, indptr, indices, data, d, rows, margin, small, f, state, fold_alpha, fold_rho,
+                    solved, converged, violation, n_inner):
+    """:meth:`SVC._cross_val_decision` on a pair's block (:class:`_PairBlock`: Q32, Q64, K, diag; ys, C over the
+    pair's rows; ``kept`` the positions of positive weight, ``perm`` a permutation of range(len(kept))), in one
+    compiled call: each fold's problem is the cut of the block on its training rows, solved in memory, and its
+    decision values the kernel values' product with the fold's coefficients, the operations of the per-fold code in
+    the same order (BLAS's product as numpy calls it), so the same numbers. Writes f (len(kept),); state[i]:
+    _FOLD_DONE, or _FOLD_FIT / _FOLD_DECIDE where the fold's training rows / support vectors shift
+    (:func:`svmcore.kernels.gram_shifts` on the Gram's arrays dot, sq, indptr, indices, data, d, the pair's global
+    ``rows``, margin, small, where ``centred``): there fold_alpha[i] (on the kept positions) and fold_rho[i] are
+    left for the caller. solved, converged, violation, n_inner: per fold, for the caller's warnings."""
+    n = kept.shape[0]
+    for i in range(n_folds):
+        begin = i * n // n_folds
+        end = (i + 1) * n // n_folds
+        if begin == end:
+            continue
+        test = perm[begin:end]
+        train = np.sort(np.concatenate((perm[:begin], perm[end:])))
+        n_pos = 0
+        for t in train:
+            n_pos += ys[kept[t]] > 0
+        if n_pos == 0 or n_pos == train.shape[0]:
+            for t in test:
+                f[t] = 1.0 if n_pos else (-1.0 if train.shape[0] else 0.0)
+            continue
+        tr = kept[train]
+        if centred and gram_shifts(dot, sq, indptr, indices, data, d, rows[tr], margin, small):
+            state[i] = _FOLD_FIT
+            continue
+        y, c, dg = ys[tr], C[tr], diag[tr]
+        if c.max() * np.abs(dg).max() * eps < tol:  # float32_columns_suffice
+            alpha, G, converged[i], violation[i], n_inner[i] = _solve_cut(Q32, tr, y, c, dg, tol, working_set_size,
+                                                                         shrinking, max_iter)
+        else:
+            alpha, G, converged[i], violation[i], n_inner[i] = _solve_cut(Q64, tr, y, c, dg, tol, working_set_size,
+                                                                         shrinking, max_iter)
+        solved[i] = True
+        rho = compute_rho(G, alpha, y, c) + 0.0  # + KernelQ.rho_shift: 0 for rows cut from a Gram
+        coef = alpha * y
+        sv = np.flatnonzero(coef != 0)
+        if centred and gram_shifts(dot, sq, indptr, indices, data, d, rows[tr[sv]], margin, small):
+            state[i] = _FOLD_DECIDE
+            fold_alpha[i, train] = alpha
+            fold_rho[i] = rho
+            continue
+        block = np.empty((test.shape[0], sv.shape[0]))
+        for a in range(test.shape[0]):
+            for b in range(sv.shape[0]):
+                block[a, b] = K[kept[test[a]], tr[sv[b]]]
+        weights = coef[sv]
+        if sv.shape[0] == 0:
+            for t in test:
+                f[t] = 0.0 + -rho
+        elif test.shape[0] == 1:  # numpy's (1, k) @ (k, 1) is BLAS's dot, not its gemv
+            f[test[0]] = np.dot(block[0], weights) + -rho
+        else:
+            values = np.dot(block, weights)
+            for a in range(test.shape[0]):
+                f[test[a]] = values[a] + -rho
 
 
 class _KernelSVM(BaseEstimator):
@@ -84,11 +187,22 @@ class _KernelSVM(BaseEstimator):
         return solve(Q, p, y, C, alpha0, **self._solver_settings(), shrinking=bool(self.shrinking),
                      callback=self.callback, verbose=self.verbose)
 
-    def _fit_binary(self, X, spec, rows, ys, C, gram=None):
+    def _fit_binary(self, X, spec, rows, ys, C, gram=None, block=None):
         """Solve the C-SVC dual on the training rows ``rows`` (sorted int indices into X) with labels ys (+-1)
-        and box constraints C, all (len(rows),); returns the solver result. ``gram``: X's :class:`Gram`, or None."""
+        and box constraints C, all (len(rows),); returns the solver result. ``gram``: X's :class:`Gram`, or None;
+        ``block``: the rows' :class:`_PairBlock`, or None."""
+        if block is not None:  # solve_whole, as solve runs a small Q computed whole, without its set-up
+            settings = self._solver_settings()
+            del settings["cache_size"]
+            res = solve_whole(block.Q64 if block.wide else block.Q32, -np.ones(len(rows)), ys, C,
+                              np.zeros(len(rows)), block.Q.diagonal, **settings, shrinking=bool(self.shrinking))
+            res.rho += block.Q.rho_shift(res.alpha)
+            return res
         if _uses_gram(gram, spec, rows):
             Q = KernelQ(gram, spec, ys, rows=rows)
+        elif sp.issparse(X) and len(rows) <= _CENTRED_ROWS:  # the numbers of KernelQ(X[rows]), without scipy
+            Q = KernelQ(CentredGram(X, rows, rows if centres(spec, True) else rows[:0]), spec, ys,
+                        rows=np.arange(len(rows)))
         elif len(rows) == X.shape[0]:  # sorted and complete: all of X, no copy
             Q = self._make_q(X, spec, ys)
         else:
@@ -96,6 +210,19 @@ class _KernelSVM(BaseEstimator):
         res = self._run(Q, -np.ones(len(rows)), ys, C, np.zeros(len(rows)))
         res.rho += Q.rho_shift(res.alpha)
         return res
+
+    def _pair_block(self, spec, rows, ys, C, gram):
+        """The :class:`_PairBlock` of the pair of classes on ``rows`` (labels ys, bounds C), or None where the pair
+        is solved through KernelQ and solve: no Gram, rows that shift, more than _BLOCK_PAIR_ROWS, a cache that
+        cannot hold all columns (solve's cache would evict some, and iterate otherwise), or a callback or verbose
+        (their reports come from solve's loop)."""
+        if (gram is None or self.callback is not None or self.verbose or len(rows) > _BLOCK_PAIR_ROWS
+                or not _uses_gram(gram, spec, rows)):
+            return None
+        settings = self._solver_settings()
+        block = _PairBlock(gram, spec, rows, ys, C, settings["tol"], self.probability)
+        return block if cache_holds(len(rows), settings["cache_size"], np.float64 if block.wide else np.float32) \
+            else None
 
     @staticmethod
     def _binary_decision(X, spec, train, coef, intercept, rows, gram=None):
@@ -111,7 +238,16 @@ class _KernelSVM(BaseEstimator):
                                    for s in range(0, len(rows), step)])[:, 0] + intercept
         # centred as decision_function: uncentred, pendigits 3 vs 9 + 1e7 cross-validated into sigmoids of slope
         # -2.3 (rbf) / -1.7 (linear) instead of -4.5 / -3.6, probabilities 0.22 / 0.24 off
-        return kernel_decision(X[rows], X[train[sv]], coef[sv, None], spec, coef_sum_zero=True)[:, 0] + intercept
+        support = train[sv]
+        if (sp.issparse(X) and len(rows) <= _CENTRED_ROWS and len(support) <= _CENTRED_ROWS
+                and surely_sparse(len(support), X.shape[1], int((X.indptr[support + 1] - X.indptr[support]).sum()))):
+            # kernel_decision's numbers (it keeps these support vectors sparse), without scipy's cuts and shifts
+            local = CentredGram(X, np.concatenate([rows, support]), support if centres(spec, True) else rows[:0])
+            at = len(rows) + np.arange(len(support))
+            out = local.kernel(np.arange(len(rows)), at, spec) @ coef[sv, None]
+            offset = local.offsets[at] @ coef[sv, None] if spec.kind == "linear" and local.offsets is not None else 0.0
+            return (out + offset)[:, 0] + intercept
+        return kernel_decision(X[rows], X[support], coef[sv, None], spec, coef_sum_zero=True)[:, 0] + intercept
 
     def _store(self, X, spec, results, coef, intercept):
         """Keep the rows with a nonzero coefficient in any of the binary models: coef (n_models, n),
@@ -342,9 +478,10 @@ class SVC(ClassifierMixin, _KernelSVM):
 
         def solve_pair(problem):
             rows, ys, C, folds = problem
-            sigmoid = (fit_sigmoid(*self._cross_val_decision(X, spec, rows, ys, C, folds, gram=gram))
+            block = self._pair_block(spec, rows, ys, C, gram)
+            sigmoid = (fit_sigmoid(*self._cross_val_decision(X, spec, rows, ys, C, folds, gram=gram, block=block))
                        if self.probability else None)
-            return self._fit_binary(X, spec, rows, ys, C, gram), sigmoid
+            return self._fit_binary(X, spec, rows, ys, C, gram, block), sigmoid
 
         threads = min(self._n_threads(), len(pairs))
         if threads > 1 and 2 * len(yi) / len(classes) < _THREADED_PAIR_ROWS:
@@ -371,7 +508,7 @@ class SVC(ClassifierMixin, _KernelSVM):
         self._freeze()
         return self
 
-    def _cross_val_decision(self, X, spec, rows, ys, C, perm, n_folds=5, gram=None):
+    def _cross_val_decision(self, X, spec, rows, ys, C, perm, n_folds=5, gram=None, block=None):
         """Out-of-fold decision values of one binary model (training rows ``rows``, labels ys, box
         constraints C, all (len(rows),)) for Platt's sigmoid: LIBSVM's svm_binary_svc_probability.
 
@@ -379,13 +516,35 @@ class SVC(ClassifierMixin, _KernelSVM):
         each part gets the decision values of the same SVC (same kernel, C, weights, solver settings) trained on
         the other parts. A fold whose training part holds a single class gives +1 (class b) or -1 (class a) to
         all its rows, as LIBSVM. Rows of zero weight take no part (LIBSVM removes them before training).
-        Returns (f, ys) over the rows kept, (n_kept,) float64 each. ``gram``: X's :class:`Gram`, or None.
+        Returns (f, ys) over the rows kept, (n_kept,) float64 each. ``gram``: X's :class:`Gram`, or None;
+        ``block``: the pair's :class:`_PairBlock`, or None. With a block, the folds run in one compiled call
+        (:func:`_fold_decisions`), the same numbers; those whose rows shift (KernelQ or kernel_decision centre
+        them) are finished here.
         """
         keep = C > 0
+        kept = np.flatnonzero(keep)
+        rows_all, ys_all, C_all = rows, ys, C
         rows, ys, C = rows[keep], ys[keep], C[keep]
         n = len(rows)
         f = np.zeros(n)
-        for i in range(n_folds):  # a loop over folds, each a vectorised fit and prediction
+        todo = range(n_folds)
+        if block is not None:
+            state = np.zeros(n_folds, dtype=np.int64)
+            fold_alpha, fold_rho = np.zeros((n_folds, n)), np.zeros(n_folds)
+            solved, converged = np.zeros(n_folds, dtype=bool), np.zeros(n_folds, dtype=bool)
+            violation, n_inner = np.zeros(n_folds), np.zeros(n_folds, dtype=np.int64)
+            settings = self._solver_settings()
+            q, max_iter = settings["working_set_size"], settings["max_iter"]
+            _fold_decisions(block.Q32, block.Q64, block.K, block.Q.diagonal, ys_all, C_all, kept,
+                            np.asarray(perm, dtype=np.int64), n_folds, max(block.Q.column_rel_error, EPS32),
+                            settings["tol"], 64 if q is None else q, bool(self.shrinking),
+                            -1 if max_iter is None else max_iter, centres(spec, True), gram.dot, gram.sq,
+                            gram.X.indptr, gram.X.indices, gram._data, gram.X.shape[1], rows_all, Gram.MARGIN,
+                            Gram.SMALL, f, state, fold_alpha, fold_rho, solved, converged, violation, n_inner)
+            for i in np.flatnonzero(solved & ~converged):
+                warn_not_converged(max_iter, n_inner[i], violation[i], settings["tol"], stacklevel=4)
+            todo = np.flatnonzero(state != _FOLD_DONE)
+        for i in todo:  # a loop over folds, each a vectorised fit and prediction
             begin, end = i * n // n_folds, (i + 1) * n // n_folds
             if begin == end:
                 continue
@@ -395,8 +554,12 @@ class SVC(ClassifierMixin, _KernelSVM):
             if n_pos in (0, len(train)):
                 f[test] = 1.0 if n_pos else (-1.0 if len(train) else 0.0)
                 continue
-            res = self._fit_binary(X, spec, rows[train], ys[train], C[train], gram)
-            f[test] = self._binary_decision(X, spec, rows[train], res.alpha * ys[train], -res.rho, rows[test], gram)
+            if block is not None and state[i] == _FOLD_DECIDE:
+                alpha, rho = fold_alpha[i, train], fold_rho[i]
+            else:
+                res = self._fit_binary(X, spec, rows[train], ys[train], C[train], gram)
+                alpha, rho = res.alpha, res.rho
+            f[test] = self._binary_decision(X, spec, rows[train], alpha * ys[train], -rho, rows[test], gram)
         return f, ys
 
     def decision_function(self, X):

@@ -285,6 +285,61 @@ def test_column_cache_never_evicts_the_current_working_set():
         assert np.count_nonzero(cache.slot_of >= 0) == used.sum()
 
 
+def test_pairwise_sum_is_numpys_sum_to_the_bit():
+    # compiled code sums as numpy does where results must match numpy's to the bit (rho, CSR row norms)
+    from svmcore.kernels import pairwise_sum
+
+    rng = np.random.default_rng(0)
+    for n in list(range(0, 300)) + [511, 1000, 4097, 100_003]:
+        a = rng.standard_normal(n + 7) * 10.0 ** rng.integers(-6, 6, n + 7)
+        assert pairwise_sum(a, 3, n) == np.sum(a[3:3 + n]), n
+        if n:
+            assert a[3] + pairwise_sum(a, 4, n - 1) == np.add.reduceat(a[3:3 + n], [0])[0], n
+
+
+def test_small_q_computed_whole_takes_the_steps_of_the_column_by_column_solve(pendigits_full, monkeypatch, capsys):
+    # a Q of up to 128 variables whose entries are the same in any block (CSR products, Gram cuts, precomputed) is
+    # computed whole and solved in one compiled call; the cache's bookkeeping (which columns, on which active set)
+    # follows the fetches, so the steps are those of the column-by-column solve, also through a reconstruction of
+    # shrunk gradients, and with a progress callback (which runs the Python loop over the same in-memory cache)
+    from svmcore import qmatrix, smo
+    from svmcore.kernels import KernelSpec
+
+    X = sp.csr_matrix(pendigits_full[0][:128])
+    y = np.where(np.random.default_rng(0).random(128) > 0.5, 1.0, -1.0)  # random labels: a long run
+    Q = qmatrix.KernelQ(X, KernelSpec("rbf", 2.0), y)
+    assert Q.cuts_exact and qmatrix.in_memory_pays(128, 8, 200.0, np.float32)
+
+    def run(**kw):
+        return smo.solve(Q, -np.ones(128), y, np.full(128, 100.0), np.zeros(128), working_set_size=4, **kw)
+
+    whole, reported = run(), run(callback=lambda info: None)
+    with monkeypatch.context() as m:
+        m.setattr(smo, "in_memory_pays", lambda *args: False)
+        fetched = run(verbose=True)
+    assert "converged on the active set" in capsys.readouterr().out  # a reconstruction took place
+    for other in (whole, reported):
+        np.testing.assert_array_equal(other.alpha, fetched.alpha)
+        np.testing.assert_array_equal(other.gradient, fetched.gradient)
+        assert (other.rho, other.n_iter, other.n_inner, other.cache_hit_rate) == \
+            (fetched.rho, fetched.n_iter, fetched.n_inner, fetched.cache_hit_rate)
+
+
+@pytest.mark.timeout(60)
+def test_solver_stops_on_kernel_values_that_overflowed():
+    # NaN columns leave no maximal violator: the iteration stops (the callers refuse the NaN solution) instead of
+    # reading on at index -1, which looped without end over a Q computed whole
+    from svmcore.qmatrix import PrecomputedQ
+    from svmcore.smo import solve
+
+    M = np.eye(10)
+    M[3, 5] = M[5, 3] = np.nan
+    y = np.where(np.arange(10) % 2, 1.0, -1.0)
+    for dtype in (np.float32, np.float64):
+        res = solve(PrecomputedQ(M, y, dtype=dtype), -np.ones(10), y, np.ones(10), np.zeros(10))
+        assert not np.isfinite(res.gradient).all()
+
+
 def test_precomputed_sparse_and_weights_agree(cbcl_small, monkeypatch):
     monkeypatch.setattr(svmcore.kernels, "SPARSE_COST", (0.0, 0.0, 0.0))  # the sparse kernel path, not a dense copy
     X, y, Xt, _ = cbcl_small
@@ -811,7 +866,8 @@ def test_one_vs_one_on_sparse_rows_cuts_the_pairs_from_one_gram_and_gives_the_pe
     # CSR rows in more than two classes: every pair (and probability fold) takes its inner products and row norms from
     # one Gram of all rows, computed once, instead of cutting its rows out of X and multiplying them (sector, 700
     # rows, 5,356 pairs: most of the fit). Same numbers to the bit, so the same model as the per-pair products give.
-    # A far-off column in classes 1-3 makes sparse_centre shift some pairs: those keep the per-pair path.
+    # A far-off column in classes 1-3 makes sparse_centre shift some pairs: those keep the per-pair path (KernelQ on
+    # the cut rows, or, for up to 64 rows, the same numbers from kernels.CentredGram).
     from svmcore import kernels, qmatrix, svc
 
     X, y, T, _ = _svmlight(data_dir, "sector/sector.t.scale.bz2", 55197, 1200)
@@ -825,9 +881,17 @@ def test_one_vs_one_on_sparse_rows_cuts_the_pairs_from_one_gram_and_gives_the_pe
         assert shifts[-1] == (kernels.sparse_centre(far[rows])[1] is not None)
     assert 3 <= sum(shifts) < len(shifts)
     cut, centred = [], []
-    kernel, centre = kernels.Gram.kernel, qmatrix.sparse_centre
+    kernel, centre, local = kernels.Gram.kernel, qmatrix.sparse_centre, svc.CentredGram
     monkeypatch.setattr(kernels.Gram, "kernel", lambda g, a, *rest, **kw: cut.append(a) or kernel(g, a, *rest, **kw))
     monkeypatch.setattr(qmatrix, "sparse_centre", lambda Z: centred.append(Z) or centre(Z))
+
+    def centred_gram(*args):
+        made = local(*args)
+        if made.offsets is not None:  # shifted
+            centred.append(made)
+        return made
+
+    monkeypatch.setattr(svc, "CentredGram", centred_gram)
     for est, A, B in ((svmcore.SVC(kernel="linear", C=1e4), X, T),  # float64 columns (float32_columns_suffice)
                       (svmcore.SVC(kernel="poly", degree=2, C=1.0), X, T),
                       (svmcore.SVC(kernel="rbf", gamma=1.0, C=10.0, probability=True, random_state=0), X, T),
@@ -843,6 +907,69 @@ def test_one_vs_one_on_sparse_rows_cuts_the_pairs_from_one_gram_and_gives_the_pe
         for k in ("support_", "dual_coef_", "intercept_") + (("probA_", "probB_") if est.probability else ()):
             np.testing.assert_array_equal(getattr(fast, k), getattr(slow, k), err_msg=k)
         np.testing.assert_array_equal(fast._pairwise_decision(B), slow._pairwise_decision(B))
+
+
+def _far_sector(data_dir, n, seed=0):
+    """n random rows of sector's test file (one or two per class) beside a column of 50 + U(0, 1) in the classes
+    up to 40: pairs, folds and support-vector sets whose rows sparse_centre shifts, and others it does not."""
+    X, y, _, _ = _svmlight(data_dir, "sector/sector.t.scale.bz2", 55197, 3207)
+    idx = np.sort(np.random.default_rng(seed).choice(X.shape[0], n, replace=False))
+    X, y = X[idx], y[idx]
+    column = np.where(y <= 40, 50.0 + np.random.default_rng(seed).random(n), 0.0)
+    return sp.hstack([X, column[:, None]], format="csr"), y
+
+
+def test_centred_gram_gives_the_numbers_of_the_shifted_csr_rows(data_dir):
+    # kernels.CentredGram computes what KernelQ and kernel_decision compute on a few cut and shifted CSR rows, to the
+    # bit: inner products, squared norms, <shifted row, centre>; shifted by the centre of other rows (decisions)
+    from svmcore.kernels import CentredGram, row_norms_sq, shift_csr, sparse_centre
+
+    X, _ = _far_sector(data_dir, 300)
+    rng = np.random.default_rng(1)
+    n_shifted = 0
+    for size in (1, 2, 3, 5, 12, 40):
+        for _ in range(10):
+            rows = np.sort(rng.choice(300, size, replace=False))
+            centre_rows = rows if rng.random() < 0.5 else np.sort(rng.choice(300, size, replace=False))
+            local = CentredGram(X, rows, centre_rows)
+            c, columns = sparse_centre(X[centre_rows])
+            Z = X[rows] if c is None else shift_csr(X[rows], c, columns)
+            np.testing.assert_array_equal(local.dot, (Z @ Z.T).toarray())
+            np.testing.assert_array_equal(local.sq, row_norms_sq(Z))
+            assert (local.offsets is None) == (c is None)
+            if c is not None:
+                n_shifted += 1
+                np.testing.assert_array_equal(local.offsets, Z @ c)
+    assert 10 <= n_shifted <= 50
+    assert CentredGram(X, np.arange(4), np.arange(0)).offsets is None  # no centre rows: unshifted
+
+
+def test_probability_folds_from_the_pair_block_are_the_per_fold_fits(data_dir, monkeypatch):
+    # pairs of classes on a Gram solve their folds from the pair's block in one compiled call (_fold_decisions), and
+    # small shifted problems take their numbers from CentredGram: the model of the per-fold fits through KernelQ and
+    # kernel_decision, to the bit (dual coefficients, intercepts, sigmoids), with folds of each kind: done in compiled
+    # code, training rows that shift, support vectors that shift
+    from svmcore import svc
+
+    X, y = _far_sector(data_dir, 70)
+    states = []
+    compiled = svc._fold_decisions
+
+    def spy(*args):
+        compiled(*args)
+        states.extend(args[-7].tolist())  # state
+
+    monkeypatch.setattr(svc, "_fold_decisions", spy)
+    for kw in (dict(kernel="linear", C=1.0), dict(kernel="rbf", gamma=1.0, C=10.0)):
+        est = svmcore.SVC(**kw, probability=True, random_state=0)
+        fast = clone_of(est).fit(X, y)
+        with monkeypatch.context() as m:
+            m.setattr(svc, "_BLOCK_PAIR_ROWS", 0)
+            m.setattr(svc, "_CENTRED_ROWS", 0)
+            slow = clone_of(est).fit(X, y)
+        for k in ("support_", "dual_coef_", "intercept_", "probA_", "probB_"):
+            np.testing.assert_array_equal(getattr(fast, k), getattr(slow, k), err_msg=k)
+    assert {svc._FOLD_DONE, svc._FOLD_FIT, svc._FOLD_DECIDE} <= set(states)
 
 
 def test_probability_folds_on_the_gram_where_the_per_pair_path_densifies(data_dir, monkeypatch):
