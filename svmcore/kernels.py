@@ -130,10 +130,10 @@ DENSE_MAX_BYTES = 2**28  # the float64 copy's size beyond which sparse rows stay
 def surely_sparse(n, d, nnz):
     """Whether :func:`densify_if_cheaper` keeps n CSR rows of d columns and nnz entries sparse, from a bound that
     needs no pass over the entries (its column counts are O(d): 0.1 ms for sector's 55,197 columns, on each of a
-    one-vs-one fit's thousands of fold decisions): with p_j <= 1, the sparse cost is at most (a + b) nnz + c n.
-    False means "maybe not": ask densify_if_cheaper."""
+    one-vs-one fit's thousands of fold decisions): with sum_j p_j = nnz / n, p_j^2 <= p_j and p_j^2 (1 - p_j) <=
+    p_j / 4, the sparse cost is at most (a + b / 4) nnz + c n. False means "maybe not": ask densify_if_cheaper."""
     a, b, c = SPARSE_COST
-    return 8 * n * d > DENSE_MAX_BYTES or (a + b) * nnz + c * n <= 0.99 * n * d  # 1% clear of its rounding
+    return 8 * n * d > DENSE_MAX_BYTES or (a + b / 4) * nnz + c * n <= 0.99 * n * d  # 1% clear of its rounding
 
 
 def densify_if_cheaper(X):

@@ -194,12 +194,19 @@ class KernelQ:
         self.spec = spec
         self.y = None if y is None else np.asarray(y, dtype=np.float32)
         self.sq = row_norms_sq(X) if rows is None else self.gram.sq[rows]
-        with np.errstate(over="ignore"):
+        if spec.kind == "poly":
+            with np.errstate(over="ignore"):
+                self.diagonal = kernel_diagonal(self.sq, spec)
+        else:
             self.diagonal = kernel_diagonal(self.sq, spec)
-            # |K_ij| <= sqrt(K_ii K_jj): a diagonal within float32 keeps every float32 column finite; else SMO
-            # would run on inf and NaN
-            check_finite_fit(self.diagonal.astype(np.float32), what=f"the {spec.kind} kernel values on these features",
-                             remedy="rescale the features (e.g. to [0, 1]) or lower degree / gamma / |coef0|")
+        # |K_ij| <= sqrt(K_ii K_jj): a diagonal within float32 keeps every float32 column finite; else SMO would run
+        # on inf and NaN. Values below 3e38 are (the common case, checked without the cast's warning context)
+        top = np.abs(self.diagonal).max(initial=0.0)
+        if not top < 3e38:  # NaN too
+            with np.errstate(over="ignore"):
+                check_finite_fit(self.diagonal.astype(np.float32),
+                                 what=f"the {spec.kind} kernel values on these features",
+                                 remedy="rescale the features (e.g. to [0, 1]) or lower degree / gamma / |coef0|")
         exact = (spec.kind != "rbf" or rows is not None or sp.issparse(X) or self.dtype == np.float64
                  or spec.gamma * self.sq.max(initial=0.0) > RBF_FLOAT32_MAX)  # a Gram holds CSR rows' products
         if rows is None:

@@ -68,18 +68,20 @@ def _solve_cut(Q, train, y, C, diag, tol, working_set_size, shrinking, max_iter)
 
 @nb.njit(cache=True, nogil=True)
 def _fold_decisions(Q32, Q64, K, diag, ys, C, kept, perm, n_folds, eps, tol, working_set_size, shrinking, max_iter,
-                    centred, dot, sq, indptr, indices, data, d, rows, margin, small, f, state, fold_alpha, fold_rho,
-                    solved, converged, violation, n_inner):
+                    centred, dot, sq, indptr, indices, data, d, rows, margin, small, f, folds, fold_values, fold_alpha):
     """:meth:`SVC._cross_val_decision` on a pair's block (:class:`_PairBlock`: Q32, Q64, K, diag; ys, C over the
     pair's rows; ``kept`` the positions of positive weight, ``perm`` a permutation of range(len(kept))), in one
     compiled call: each fold's problem is the cut of the block on its training rows, solved in memory, and its
     decision values the kernel values' product with the fold's coefficients, the operations of the per-fold code in
-    the same order (BLAS's product as numpy calls it), so the same numbers. Writes f (len(kept),); state[i]:
-    _FOLD_DONE, or _FOLD_FIT / _FOLD_DECIDE where the fold's training rows / support vectors shift
-    (:func:`svmcore.kernels.gram_shifts` on the Gram's arrays dot, sq, indptr, indices, data, d, the pair's global
-    ``rows``, margin, small, where ``centred``): there fold_alpha[i] (on the kept positions) and fold_rho[i] are
-    left for the caller. solved, converged, violation, n_inner: per fold, for the caller's warnings."""
+    the same order (BLAS's product as numpy calls it), so the same numbers. Writes f (len(kept),) and, per fold i,
+    folds[:, i] = (state, solved, converged, pair steps) (int64 (4, n_folds)), fold_values[:, i] = (KKT violation,
+    rho) (float64 (2, n_folds)); state _FOLD_DONE, or _FOLD_FIT / _FOLD_DECIDE where the fold's training rows /
+    support vectors shift (:func:`svmcore.kernels.gram_shifts` on the Gram's arrays dot, sq, indptr, indices, data,
+    d, the pair's global ``rows``, margin, small, where ``centred``), left to the caller, with fold_alpha[i] (float64
+    (n_folds, len(kept))) on the kept positions and the rho for _FOLD_DECIDE. Returns (folds left to the caller,
+    folds solved without converging)."""
     n = kept.shape[0]
+    left = unconverged = 0
     for i in range(n_folds):
         begin = i * n // n_folds
         end = (i + 1) * n // n_folds
@@ -96,23 +98,26 @@ def _fold_decisions(Q32, Q64, K, diag, ys, C, kept, perm, n_folds, eps, tol, wor
             continue
         tr = kept[train]
         if centred and gram_shifts(dot, sq, indptr, indices, data, d, rows[tr], margin, small):
-            state[i] = _FOLD_FIT
+            folds[0, i] = _FOLD_FIT
+            left += 1
             continue
         y, c, dg = ys[tr], C[tr], diag[tr]
         if c.max() * np.abs(dg).max() * eps < tol:  # float32_columns_suffice
-            alpha, G, converged[i], violation[i], n_inner[i] = _solve_cut(Q32, tr, y, c, dg, tol, working_set_size,
-                                                                         shrinking, max_iter)
+            alpha, G, converged, violation, n_inner = _solve_cut(Q32, tr, y, c, dg, tol, working_set_size, shrinking,
+                                                                 max_iter)
         else:
-            alpha, G, converged[i], violation[i], n_inner[i] = _solve_cut(Q64, tr, y, c, dg, tol, working_set_size,
-                                                                         shrinking, max_iter)
-        solved[i] = True
+            alpha, G, converged, violation, n_inner = _solve_cut(Q64, tr, y, c, dg, tol, working_set_size, shrinking,
+                                                                 max_iter)
+        folds[1, i], folds[2, i], folds[3, i], fold_values[0, i] = 1, converged, n_inner, violation
+        unconverged += not converged
         rho = compute_rho(G, alpha, y, c) + 0.0  # + KernelQ.rho_shift: 0 for rows cut from a Gram
         coef = alpha * y
         sv = np.flatnonzero(coef != 0)
         if centred and gram_shifts(dot, sq, indptr, indices, data, d, rows[tr[sv]], margin, small):
-            state[i] = _FOLD_DECIDE
+            folds[0, i] = _FOLD_DECIDE
+            left += 1
             fold_alpha[i, train] = alpha
-            fold_rho[i] = rho
+            fold_values[1, i] = rho
             continue
         block = np.empty((test.shape[0], sv.shape[0]))
         for a in range(test.shape[0]):
@@ -128,6 +133,7 @@ def _fold_decisions(Q32, Q64, K, diag, ys, C, kept, perm, n_folds, eps, tol, wor
             values = np.dot(block, weights)
             for a in range(test.shape[0]):
                 f[test[a]] = values[a] + -rho
+    return left, unconverged
 
 
 class _KernelSVM(BaseEstimator):
@@ -183,19 +189,21 @@ class _KernelSVM(BaseEstimator):
             return PrecomputedQ(X, y)
         return KernelQ(X, spec, y)
 
-    def _run(self, Q, p, y, C, alpha0):
-        return solve(Q, p, y, C, alpha0, **self._solver_settings(), shrinking=bool(self.shrinking),
+    def _run(self, Q, p, y, C, alpha0, settings=None):
+        """smo.solve with the estimator's settings (``settings``: :meth:`_solver_settings`, checked once a fit)."""
+        return solve(Q, p, y, C, alpha0, **(settings or self._solver_settings()), shrinking=bool(self.shrinking),
                      callback=self.callback, verbose=self.verbose)
 
-    def _fit_binary(self, X, spec, rows, ys, C, gram=None, block=None):
+    def _fit_binary(self, X, spec, rows, ys, C, gram=None, block=None, settings=None):
         """Solve the C-SVC dual on the training rows ``rows`` (sorted int indices into X) with labels ys (+-1)
         and box constraints C, all (len(rows),); returns the solver result. ``gram``: X's :class:`Gram`, or None;
-        ``block``: the rows' :class:`_PairBlock`, or None."""
+        ``block``: the rows' :class:`_PairBlock`, or None; ``settings``: :meth:`_solver_settings`, or None."""
+        settings = settings or self._solver_settings()
         if block is not None:  # solve_whole, as solve runs a small Q computed whole, without its set-up
-            settings = self._solver_settings()
-            del settings["cache_size"]
             res = solve_whole(block.Q64 if block.wide else block.Q32, -np.ones(len(rows)), ys, C,
-                              np.zeros(len(rows)), block.Q.diagonal, **settings, shrinking=bool(self.shrinking))
+                              np.zeros(len(rows)), block.Q.diagonal, tol=settings["tol"],
+                              working_set_size=settings["working_set_size"], max_iter=settings["max_iter"],
+                              shrinking=bool(self.shrinking))
             res.rho += block.Q.rho_shift(res.alpha)
             return res
         if _uses_gram(gram, spec, rows):
@@ -207,11 +215,11 @@ class _KernelSVM(BaseEstimator):
             Q = self._make_q(X, spec, ys)
         else:
             Q = self._make_q(X[np.ix_(rows, rows)] if spec.kind == "precomputed" else X[rows], spec, ys)
-        res = self._run(Q, -np.ones(len(rows)), ys, C, np.zeros(len(rows)))
+        res = self._run(Q, -np.ones(len(rows)), ys, C, np.zeros(len(rows)), settings)
         res.rho += Q.rho_shift(res.alpha)
         return res
 
-    def _pair_block(self, spec, rows, ys, C, gram):
+    def _pair_block(self, spec, rows, ys, C, gram, settings):
         """The :class:`_PairBlock` of the pair of classes on ``rows`` (labels ys, bounds C), or None where the pair
         is solved through KernelQ and solve: no Gram, rows that shift, more than _BLOCK_PAIR_ROWS, a cache that
         cannot hold all columns (solve's cache would evict some, and iterate otherwise), or a callback or verbose
@@ -219,7 +227,6 @@ class _KernelSVM(BaseEstimator):
         if (gram is None or self.callback is not None or self.verbose or len(rows) > _BLOCK_PAIR_ROWS
                 or not _uses_gram(gram, spec, rows)):
             return None
-        settings = self._solver_settings()
         block = _PairBlock(gram, spec, rows, ys, C, settings["tol"], self.probability)
         return block if cache_holds(len(rows), settings["cache_size"], np.float64 if block.wide else np.float32) \
             else None
@@ -467,7 +474,8 @@ class SVC(ClassifierMixin, _KernelSVM):
         w = row_weights(sample_weight, self.class_weight, classes, yi)  # checked before any pair is trained
         rng = make_rng(self.random_state) if self.probability else None
         pairs = ovo_pairs(len(classes))
-        gram = Gram(X) if _gram_pays(X, len(classes), self._solver_settings()["cache_size"]) else None
+        settings = self._solver_settings()
+        gram = Gram(X) if _gram_pays(X, len(classes), settings["cache_size"]) else None
         problems = []
         for a, b in pairs:
             rows = np.flatnonzero((yi == a) | (yi == b))
@@ -478,10 +486,11 @@ class SVC(ClassifierMixin, _KernelSVM):
 
         def solve_pair(problem):
             rows, ys, C, folds = problem
-            block = self._pair_block(spec, rows, ys, C, gram)
-            sigmoid = (fit_sigmoid(*self._cross_val_decision(X, spec, rows, ys, C, folds, gram=gram, block=block))
+            block = self._pair_block(spec, rows, ys, C, gram, settings)
+            sigmoid = (fit_sigmoid(*self._cross_val_decision(X, spec, rows, ys, C, folds, gram=gram, block=block,
+                                                             settings=settings))
                        if self.probability else None)
-            return self._fit_binary(X, spec, rows, ys, C, gram, block), sigmoid
+            return self._fit_binary(X, spec, rows, ys, C, gram, block, settings), sigmoid
 
         threads = min(self._n_threads(), len(pairs))
         if threads > 1 and 2 * len(yi) / len(classes) < _THREADED_PAIR_ROWS:
@@ -508,7 +517,7 @@ class SVC(ClassifierMixin, _KernelSVM):
         self._freeze()
         return self
 
-    def _cross_val_decision(self, X, spec, rows, ys, C, perm, n_folds=5, gram=None, block=None):
+    def _cross_val_decision(self, X, spec, rows, ys, C, perm, n_folds=5, gram=None, block=None, settings=None):
         """Out-of-fold decision values of one binary model (training rows ``rows``, labels ys, box
         constraints C, all (len(rows),)) for Platt's sigmoid: LIBSVM's svm_binary_svc_probability.
 
@@ -517,9 +526,9 @@ class SVC(ClassifierMixin, _KernelSVM):
         the other parts. A fold whose training part holds a single class gives +1 (class b) or -1 (class a) to
         all its rows, as LIBSVM. Rows of zero weight take no part (LIBSVM removes them before training).
         Returns (f, ys) over the rows kept, (n_kept,) float64 each. ``gram``: X's :class:`Gram`, or None;
-        ``block``: the pair's :class:`_PairBlock`, or None. With a block, the folds run in one compiled call
-        (:func:`_fold_decisions`), the same numbers; those whose rows shift (KernelQ or kernel_decision centre
-        them) are finished here.
+        ``block``: the pair's :class:`_PairBlock`, or None; ``settings``: :meth:`_solver_settings`, or None. With a
+        block, the folds run in one compiled call (:func:`_fold_decisions`), the same numbers; those whose rows shift
+        (KernelQ or kernel_decision centre them) are finished here.
         """
         keep = C > 0
         kept = np.flatnonzero(keep)
@@ -528,22 +537,21 @@ class SVC(ClassifierMixin, _KernelSVM):
         n = len(rows)
         f = np.zeros(n)
         todo = range(n_folds)
+        settings = settings or self._solver_settings()
         if block is not None:
-            state = np.zeros(n_folds, dtype=np.int64)
-            fold_alpha, fold_rho = np.zeros((n_folds, n)), np.zeros(n_folds)
-            solved, converged = np.zeros(n_folds, dtype=bool), np.zeros(n_folds, dtype=bool)
-            violation, n_inner = np.zeros(n_folds), np.zeros(n_folds, dtype=np.int64)
-            settings = self._solver_settings()
+            folds, fold_values, fold_alpha = (np.zeros((4, n_folds), dtype=np.int64), np.zeros((2, n_folds)),
+                                              np.zeros((n_folds, n)))
             q, max_iter = settings["working_set_size"], settings["max_iter"]
-            _fold_decisions(block.Q32, block.Q64, block.K, block.Q.diagonal, ys_all, C_all, kept,
-                            np.asarray(perm, dtype=np.int64), n_folds, max(block.Q.column_rel_error, EPS32),
-                            settings["tol"], 64 if q is None else q, bool(self.shrinking),
-                            -1 if max_iter is None else max_iter, centres(spec, True), gram.dot, gram.sq,
-                            gram.X.indptr, gram.X.indices, gram._data, gram.X.shape[1], rows_all, Gram.MARGIN,
-                            Gram.SMALL, f, state, fold_alpha, fold_rho, solved, converged, violation, n_inner)
-            for i in np.flatnonzero(solved & ~converged):
-                warn_not_converged(max_iter, n_inner[i], violation[i], settings["tol"], stacklevel=4)
-            todo = np.flatnonzero(state != _FOLD_DONE)
+            left, unconverged = _fold_decisions(
+                block.Q32, block.Q64, block.K, block.Q.diagonal, ys_all, C_all, kept, np.asarray(perm, dtype=np.int64),
+                n_folds, max(block.Q.column_rel_error, EPS32), settings["tol"], 64 if q is None else q,
+                bool(self.shrinking), -1 if max_iter is None else max_iter, centres(spec, True), gram.dot, gram.sq,
+                gram.X.indptr, gram.X.indices, gram._data, gram.X.shape[1], rows_all, Gram.MARGIN, Gram.SMALL, f,
+                folds, fold_values, fold_alpha)
+            if unconverged:
+                for i in np.flatnonzero(folds[1] & (1 - folds[2])):
+                    warn_not_converged(max_iter, folds[3, i], fold_values[0, i], settings["tol"], stacklevel=4)
+            todo = np.flatnonzero(folds[0]) if left else ()
         for i in todo:  # a loop over folds, each a vectorised fit and prediction
             begin, end = i * n // n_folds, (i + 1) * n // n_folds
             if begin == end:
@@ -554,10 +562,10 @@ class SVC(ClassifierMixin, _KernelSVM):
             if n_pos in (0, len(train)):
                 f[test] = 1.0 if n_pos else (-1.0 if len(train) else 0.0)
                 continue
-            if block is not None and state[i] == _FOLD_DECIDE:
-                alpha, rho = fold_alpha[i, train], fold_rho[i]
+            if block is not None and folds[0, i] == _FOLD_DECIDE:
+                alpha, rho = fold_alpha[i, train], fold_values[1, i]
             else:
-                res = self._fit_binary(X, spec, rows[train], ys[train], C[train], gram)
+                res = self._fit_binary(X, spec, rows[train], ys[train], C[train], gram, settings=settings)
                 alpha, rho = res.alpha, res.rho
             f[test] = self._binary_decision(X, spec, rows[train], alpha * ys[train], -rho, rows[test], gram)
         return f, ys

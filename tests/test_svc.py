@@ -956,8 +956,9 @@ def test_probability_folds_from_the_pair_block_are_the_per_fold_fits(data_dir, m
     compiled = svc._fold_decisions
 
     def spy(*args):
-        compiled(*args)
-        states.extend(args[-7].tolist())  # state
+        out = compiled(*args)
+        states.extend(args[-3][0].tolist())  # folds[0]: each fold's state
+        return out
 
     monkeypatch.setattr(svc, "_fold_decisions", spy)
     for kw in (dict(kernel="linear", C=1.0), dict(kernel="rbf", gamma=1.0, C=10.0)):
