@@ -84,6 +84,19 @@ def _push(vals, ids, count, h, v, t):
 
 
 @nb.njit(cache=True, nogil=True)
+def _sorted_unique(a):
+    """np.unique(a) for a 1-D int array: sorted, each value once; numba's np.unique builds a list (~0.5 us a call,
+    once an iteration: a tenth of a 6-variable solve)."""
+    b = np.sort(a)
+    k = 0
+    for t in range(b.shape[0]):
+        if k == 0 or b[t] != b[k - 1]:
+            b[k] = b[t]
+            k += 1
+    return b[:k]
+
+
+@nb.njit(cache=True, nogil=True)
 def violation_extremes(G, alpha, y, C, active):
     """(i, m, M): i = argmax over I_up of -y_i G_i, m its value, M = min over I_low (Keerthi et al.)."""
     m = -np.inf
@@ -115,7 +128,7 @@ def first_order_candidates(G, alpha, y, C, active, m, M, h):
             n_up = _push(up_v, up_i, n_up, h2, v, t)
         if v < m and _in_low(alpha[t], y[t], C[t]):
             n_low = _push(low_v, low_i, n_low, h2, -v, t)
-    return np.unique(np.concatenate((up_i[:n_up], low_i[:n_low])))
+    return _sorted_unique(np.concatenate((up_i[:n_up], low_i[:n_low])))
 
 
 @nb.njit(cache=True)
@@ -143,7 +156,7 @@ def select_working_set(G, alpha, y, C, diag, active, i, m, M, Qi, q):
     B[0] = i
     B[1:1 + n_up] = up_i[:n_up]
     B[1 + n_up:] = low_i[:n_low]
-    return np.unique(B)  # a free variable may rank in both halves
+    return _sorted_unique(B)  # a free variable may rank in both halves
 
 
 @nb.njit(cache=True)
