@@ -17,6 +17,10 @@ Problems (real data from ../shared/data):
             on a9a.tst (svmcore trains on a dense copy: svmcore.kernels.densify_if_cheaper)
   reuters   reuters money-fx (7,770 x 8,315 tf-idf, 0.5% nonzero), CSR input to both, rbf gamma=1, C=10; test on
             reuters.tst (svmcore keeps it sparse)
+  sector    300 sector.scale rows (the first of 1,200 drawn at random, seed 3: 92 of the 105 classes, 4,186 pairs of
+            ~6 rows), 55,197 tf-idf columns, CSR input to both, linear, C=1; test on sector.t.scale's first 2,000
+            rows of those classes. Thousands of tiny one-vs-one problems: the per-problem overhead, not SMO
+            (with --probability, six solves, five fold decisions and a sigmoid per pair)
 
 Both solvers run on one thread (LIBSVM has no other mode): the script sets OPENBLAS_NUM_THREADS and
 NUMBA_NUM_THREADS to 1 unless they are set already; set them to 2 to let svmcore's BLAS use both cores.
@@ -30,7 +34,7 @@ With --probability both fit with probability=True (LIBSVM's 5-fold cross-validat
 0 for both; the folds differ) and the script also prints both test log-losses and the mean absolute difference of
 their predict_proba.
 
-Usage: python scripts/bench_svc.py [--problems cbcl,ijcnn1,patches,pendigits,usps,letter,a9a,reuters]
+Usage: python scripts/bench_svc.py [--problems cbcl,ijcnn1,patches,pendigits,usps,letter,a9a,reuters,sector]
        [--cache-size 200]
        [--n-patches N] [--probability] [--n-jobs N] [--data DIR]
 Needs the bench extra (scikit-learn). Not part of the test suite.
@@ -81,6 +85,14 @@ def problem_reuters(data):
     X, y = svmlight_csr(data / "bench" / "reuters_lasvm" / "reuters.trn.bz2", 8315)
     Xt, yt = svmlight_csr(data / "bench" / "reuters_lasvm" / "reuters.tst.bz2", 8315)
     return X, y, Xt, yt, dict(kernel="rbf", gamma=1.0, C=10.0)
+
+
+def problem_sector(data, n=300):
+    X, y = svmlight_csr(data / "bench" / "sector" / "sector.scale.bz2", 55197)
+    Xt, yt = svmlight_csr(data / "bench" / "sector" / "sector.t.scale.bz2", 55197)
+    rows = np.sort(np.random.default_rng(3).choice(X.shape[0], 1200, replace=False))[:n]
+    test = np.flatnonzero(np.isin(yt, y[rows]))[:2000]  # the classes trained on (log-loss needs them)
+    return X[rows], y[rows], Xt[test], yt[test], dict(kernel="linear", C=1.0)
 
 
 def problem_patches(data, n_total=100_000, seed=0):
@@ -194,7 +206,7 @@ def run(name, X, y, Xt, yt, params, cache_size, n_jobs=1):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--problems", default="cbcl,ijcnn1,patches,pendigits",
-                    help="comma-separated, from cbcl, ijcnn1, patches, pendigits, usps, letter, a9a, reuters "
+                    help="comma-separated, from cbcl, ijcnn1, patches, pendigits, usps, letter, a9a, reuters, sector "
                          "(default: %(default)s)")
     ap.add_argument("--cache-size", type=float, default=200.0,
                     help="kernel cache in MB, for both solvers (default: %(default)s)")
@@ -213,7 +225,8 @@ def main():
     require_data(args.data, "the shared/data folder")
     makers = {"cbcl": problem_cbcl, "ijcnn1": problem_ijcnn1,
               "patches": lambda d: problem_patches(d, args.n_patches), "pendigits": problem_pendigits,
-              "usps": problem_usps, "letter": problem_letter, "a9a": problem_a9a, "reuters": problem_reuters}
+              "usps": problem_usps, "letter": problem_letter, "a9a": problem_a9a, "reuters": problem_reuters,
+              "sector": problem_sector}
     unknown = set(args.problems.split(",")) - set(makers)
     if unknown:
         ap.error(f"--problems: unknown {sorted(unknown)}; choose from {sorted(makers)}")

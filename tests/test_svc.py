@@ -961,13 +961,19 @@ def test_probability_folds_from_the_pair_block_are_the_per_fold_fits(data_dir, m
         return out
 
     monkeypatch.setattr(svc, "_fold_decisions", spy)
-    for kw in (dict(kernel="linear", C=1.0), dict(kernel="rbf", gamma=1.0, C=10.0)):
+    # and weighted rows in 12 classes of ~6 (labels mod 12), some of weight 0, which leave the folds
+    y12 = y % 12
+    weights = np.random.default_rng(2).choice([0.0, 0.5, 1.0, 3.0], len(y))
+    weights[np.unique(y12, return_index=True)[1]] = 1.0  # each class keeps a row
+    assert (weights == 0).sum() >= 5
+    for kw, labels, w in ((dict(kernel="linear", C=1.0), y, None), (dict(kernel="rbf", gamma=1.0, C=10.0), y, None),
+                          (dict(kernel="linear", C=1.0, class_weight="balanced"), y12, weights)):
         est = svmcore.SVC(**kw, probability=True, random_state=0)
-        fast = clone_of(est).fit(X, y)
+        fast = clone_of(est).fit(X, labels, sample_weight=w)
         with monkeypatch.context() as m:
             m.setattr(svc, "_BLOCK_PAIR_ROWS", 0)
             m.setattr(svc, "_CENTRED_ROWS", 0)
-            slow = clone_of(est).fit(X, y)
+            slow = clone_of(est).fit(X, labels, sample_weight=w)
         for k in ("support_", "dual_coef_", "intercept_", "probA_", "probB_"):
             np.testing.assert_array_equal(getattr(fast, k), getattr(slow, k), err_msg=k)
     assert {svc._FOLD_DONE, svc._FOLD_FIT, svc._FOLD_DECIDE} <= set(states)
