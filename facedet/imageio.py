@@ -261,10 +261,12 @@ def _pillow_warning_off():
 def _too_large(name, exc, max_pixels):
     """The ImageTooLarge for Pillow's DecompressionBombError ``exc``: the file, its pixel count and the limit it
     exceeds, ``max_pixels`` where that is the lower, else Pillow's (twice ``PIL.Image.MAX_IMAGE_PIXELS``, as it
-    stands during the read). Pillow's message gives the count ("Image size (N pixels) exceeds limit of L pixels,
-    could be decompression bomb DOS attack.", Pillow 13); should a later Pillow word it otherwise, the count is
-    given as over the limit."""
-    pillow = 2 * (Image.MAX_IMAGE_PIXELS or 0)  # Pillow raises above twice the limit it warns above
+    stood when Pillow raised). Pillow's message gives the count and that limit ("Image size (N pixels) exceeds limit
+    of L pixels, could be decompression bomb DOS attack.", Pillow 13); the limit is read from it, as a read on
+    another thread may have changed ``Image.MAX_IMAGE_PIXELS`` since; should a later Pillow word it otherwise, the
+    count is given as over the limit, and the limit is the current setting's."""
+    found = re.search(r"exceeds limit of (\d+) pixels", str(exc))
+    pillow = int(found.group(1)) if found else 2 * (Image.MAX_IMAGE_PIXELS or 0)  # Pillow raises above twice it
     found = re.search(r"\((\d+) pixels\)", str(exc))
     pixels = int(found.group(1)) if found else None
     if max_pixels <= pillow:
