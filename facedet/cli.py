@@ -23,7 +23,6 @@ from rich.table import Table
 from rich.text import Text
 
 
-
 def exit_codes(failed="an input file", unusable="model, folder, CSV or output path", also=""):
     """The exit codes as the help pages state them: one text for the program and every command, which differ only
     in what their inputs are (``failed``: the files whose failure is exit 1; ``unusable``: the inputs that make a
