@@ -479,6 +479,20 @@ def _drive(G, alpha, y, C, p, diag, active, io, fo, data, slot_of, owner, last_u
 
 
 @nb.njit(cache=True, nogil=True)
+def _loop_state(n, q, shrinking):
+    """The solver loop's buffers and settings for n variables and working sets of q, for :func:`solve` and
+    :func:`solve_in_memory` alike: (need: a working set's columns, or column i + prefetch; active; io; fo;
+    shrink_every: iterations between shrinking checks, 0 without shrinking). The pair-step cap stays with the
+    callers: compiled code would freeze MAX_PAIR_STEPS, which a test lowers."""
+    need = np.empty(q + max(q, 32), dtype=np.int64)
+    active = np.arange(n)
+    io = np.zeros(_IO_SLOTS, dtype=np.int64)
+    io[_N_ACTIVE] = n
+    shrink_every = max(1, 1000 // q) if shrinking else 0
+    return need, active, io, np.zeros(1), shrink_every
+
+
+@nb.njit(cache=True, nogil=True)
 def solve_in_memory(Qmem, p, y, C, alpha, diag, tol, working_set_size, shrinking, max_iter):
     """:func:`solve` for compiled callers, on Q given whole: Qmem (n, n) float32 or float64 (Q's columns as its
     rows), p, y, C, alpha (the start, updated in place: feasible, n >= 2), diag (n,) float64 Q_ii as the Q-matrix
@@ -491,17 +505,12 @@ def solve_in_memory(Qmem, p, y, C, alpha, diag, tol, working_set_size, shrinking
     nz = np.flatnonzero(alpha)
     if nz.shape[0] > 0:
         _add_cached(G, np.arange(n), Qmem, nz, alpha[nz])
-    need = np.empty(q + max(q, 32), dtype=np.int64)
-    active = np.arange(n)
-    io = np.zeros(_IO_SLOTS, dtype=np.int64)
-    io[_N_ACTIVE] = n
-    fo = np.zeros(1)
+    need, active, io, fo, shrink_every = _loop_state(n, q, shrinking)
+    cap = max(MAX_PAIR_STEPS, PAIR_STEPS_PER_ROW * n)
     slot_of = np.full(n, -1, dtype=np.int64)
     owner = np.full(n, -1, dtype=np.int64)
     last_used = np.zeros(n, dtype=np.int64)
     full = np.zeros(n, dtype=np.bool_)
-    shrink_every = max(1, 1000 // q) if shrinking else 0
-    cap = max(MAX_PAIR_STEPS, PAIR_STEPS_PER_ROW * n)
     status = _drive(G, alpha, y, C, p, diag, active, io, fo, Qmem, slot_of, owner, last_used, full, True, q, tol,
                     shrink_every, max_iter, cap, False, True, need)
     converged = status == _CONVERGED
@@ -572,7 +581,8 @@ def solve(Q, p, y, C, alpha0, *, tol=1e-3, working_set_size=None, cache_size=200
                                                              getattr(Q, "column_rel_error", None)):
         Q = Q.float64()
     diag = np.ascontiguousarray(Q.diagonal, dtype=np.float64)
-    need = np.empty(q + max(q, 32), dtype=np.int64)  # a working set's columns, or column i + prefetch
+    need, active, io, fo, shrink_every = _loop_state(n, q, bool(shrinking))
+    pair_step_cap = max(MAX_PAIR_STEPS, PAIR_STEPS_PER_ROW * n)  # a badly scaled problem warns, never hangs
     all_idx = np.arange(n, dtype=np.int64)
     if getattr(Q, "cuts_exact", False) and in_memory_pays(n, len(need), cache_size, Q.dtype):
         # a small Q whose entries are the same numbers in any block: computed whole, one call, and the iterations
@@ -586,12 +596,6 @@ def solve(Q, p, y, C, alpha0, *, tol=1e-3, working_set_size=None, cache_size=200
     else:
         cache = ColumnCache(n, cache_size, 2 * len(need), Q.dtype)  # room for a request beside the working set
     G = _gradient(Q, p, alpha, all_idx) if alpha.any() else p.copy()  # (C-SVC starts from 0)
-    active = all_idx.copy()
-    io = np.zeros(_IO_SLOTS, dtype=np.int64)
-    io[_N_ACTIVE] = n
-    fo = np.zeros(1)
-    shrink_every = max(1, 1000 // q) if shrinking else 0
-    pair_step_cap = max(MAX_PAIR_STEPS, PAIR_STEPS_PER_ROW * n)  # a badly scaled problem warns, never hangs
     report = callback is not None or bool(verbose)
     while True:
         status = _drive(G, alpha, y, C, p, diag, active, io, fo, cache.data, cache.slot_of, cache.owner,
