@@ -131,18 +131,33 @@ def first_order_candidates(G, alpha, y, C, active, m, M, h):
     return _sorted_unique(np.concatenate((up_i[:n_up], low_i[:n_low])))
 
 
-@nb.njit(cache=True)
-def select_working_set(G, alpha, y, C, diag, active, i, m, M, Qi, q):
-    """Working set B (sorted) of up to q variables: the maximal violator i (in I_up), the next
-    q/2 - 1 violators of I_up by first-order gain, and q/2 of I_low by the second-order gain
-    (m + y_t G_t)^2 / (Q_ii + Q_tt - 2 y_i y_t Q_it) of the pair (i, t) (Fan et al. 2005, WSS2; with
-    q = 2 this is exactly WSS2). ``Qi`` is Q's column i (signed, as Q)."""
+@nb.njit(cache=True, nogil=True)
+def _sort_unique_into(b, k):
+    """Sort b[:k] in place (insertion sort: k <= q, a few dozen) and drop repeats; returns the count kept."""
+    for t in range(1, k):
+        v = b[t]
+        u = t
+        while u > 0 and b[u - 1] > v:
+            b[u] = b[u - 1]
+            u -= 1
+        b[u] = v
+    kept = 0
+    for t in range(k):
+        if kept == 0 or b[t] != b[kept - 1]:
+            b[kept] = b[t]
+            kept += 1
+    return kept
+
+
+@nb.njit(cache=True, nogil=True)
+def _select_into(G, alpha, y, C, diag, active, i, m, M, Qi, q, fwork, iwork):
+    """:func:`select_working_set` into the loop's buffers fwork (2, q) float64 and iwork (3, q) int64, allocated
+    once a solve (the arrays of a working set took about a quarter of an iteration on pairs of ~80 rows); B is
+    written to iwork[0] and its length returned."""
     h_up = max(q // 2 - 1, 0)
     h_low = q - 1 - h_up
-    up_v = np.empty(max(h_up, 1))
-    up_i = np.empty(max(h_up, 1), np.int64)
-    low_v = np.empty(h_low)
-    low_i = np.empty(h_low, np.int64)
+    up_v, low_v = fwork[0], fwork[1]
+    B, up_i, low_i = iwork[0], iwork[1], iwork[2]
     n_up = 0
     n_low = 0
     for t in active:
@@ -152,11 +167,21 @@ def select_working_set(G, alpha, y, C, diag, active, i, m, M, Qi, q):
         if v < m and _in_low(alpha[t], y[t], C[t]):
             quad = diag[i] + diag[t] - 2.0 * y[i] * y[t] * Qi[t]
             n_low = _push(low_v, low_i, n_low, h_low, (m - v) * (m - v) / (quad if quad > 0 else TAU), t)
-    B = np.empty(1 + n_up + n_low, np.int64)
     B[0] = i
     B[1:1 + n_up] = up_i[:n_up]
-    B[1 + n_up:] = low_i[:n_low]
-    return _sorted_unique(B)  # a free variable may rank in both halves
+    B[1 + n_up:1 + n_up + n_low] = low_i[:n_low]
+    return _sort_unique_into(B, 1 + n_up + n_low)  # a free variable may rank in both halves
+
+
+@nb.njit(cache=True)
+def select_working_set(G, alpha, y, C, diag, active, i, m, M, Qi, q):
+    """Working set B (sorted) of up to q variables: the maximal violator i (in I_up), the next
+    q/2 - 1 violators of I_up by first-order gain, and q/2 of I_low by the second-order gain
+    (m + y_t G_t)^2 / (Q_ii + Q_tt - 2 y_i y_t Q_it) of the pair (i, t) (Fan et al. 2005, WSS2; with
+    q = 2 this is exactly WSS2). ``Qi`` is Q's column i (signed, as Q)."""
+    iwork = np.empty((3, q), np.int64)
+    k = _select_into(G, alpha, y, C, diag, active, i, m, M, Qi, q, np.empty((2, q)), iwork)
+    return iwork[0, :k].copy()
 
 
 @nb.njit(cache=True)
@@ -266,7 +291,7 @@ def _shrink(G, alpha, y, C, active, n_active, m, M):
 
 @nb.njit(cache=True, nogil=True)  # nogil: SVC(n_jobs) solves binary problems on threads at once
 def _iterate(G, alpha, y, C, diag, active, io, fo, data, slot_of, last_used, q, tol, shrink_every, budget,
-             need):
+             need, qbuf, vec, fwork, iwork):
     """Run up to ``budget`` working-set iterations; see the module docstring. Returns _CONVERGED (on the
     active set), _NEED_COLUMNS (need[:io[_N_NEED]] must be cached first) or _BUDGET."""
     n_active = io[_N_ACTIVE]
@@ -289,9 +314,10 @@ def _iterate(G, alpha, y, C, diag, active, io, fo, data, slot_of, last_used, q, 
                     k += 1
             io[_N_NEED] = k
             return _NEED_COLUMNS
-        B = select_working_set(G, alpha, y, C, diag, active[:n_active], i, m, M, data[slot_of[i]], q)
-        if B.shape[0] < 2:
+        qb = _select_into(G, alpha, y, C, diag, active[:n_active], i, m, M, data[slot_of[i]], q, fwork, iwork)
+        if qb < 2:
             return _CONVERGED
+        B = iwork[0, :qb]
         k = 0
         for b in B:
             s = slot_of[b]
@@ -303,25 +329,33 @@ def _iterate(G, alpha, y, C, diag, active, io, fo, data, slot_of, last_used, q, 
         if k > 0:
             io[_N_NEED] = k
             return _NEED_COLUMNS
-        qb = B.shape[0]
         io[_HITS] += qb
-        QBB = np.empty((qb, qb))
+        QBB = qbuf[:qb * qb].reshape((qb, qb))
+        aB, old, GB, dB, yB, CB = vec[0, :qb], vec[1, :qb], vec[2, :qb], vec[3, :qb], vec[4, :qb], vec[5, :qb]
         for a in range(qb):
             row = data[slot_of[B[a]]]
             for b in range(qb):
                 QBB[a, b] = row[B[b]]
-        aB = alpha[B]
-        old = aB.copy()
-        GB = G[B]
-        io[_N_INNER] += solve_subproblem(QBB, diag[B], GB, aB, y[B], C[B], max(tol, 0.1 * (m - M)), 100 * qb)
+            t = B[a]
+            aB[a] = old[a] = alpha[t]
+            GB[a] = G[t]
+            dB[a] = diag[t]
+            yB[a] = y[t]
+            CB[a] = C[t]
+        io[_N_INNER] += solve_subproblem(QBB, dB, GB, aB, yB, CB, max(tol, 0.1 * (m - M)), 100 * qb)
+        whole = n_active == alpha.shape[0]  # then active[s] == s: a loop the compiler vectorises
         for a in range(qb):
             d = aB[a] - old[a]
             if d != 0.0:
                 alpha[B[a]] = aB[a]
                 row = data[slot_of[B[a]]]
-                for s in range(n_active):
-                    t = active[s]
-                    G[t] += d * row[t]
+                if whole:
+                    for t in range(n_active):
+                        G[t] += d * row[t]
+                else:
+                    for s in range(n_active):
+                        t = active[s]
+                        G[t] += d * row[t]
         io[_N_ITER] += 1
         io[_SINCE_SHRINK] += 1
         if shrink_every > 0 and io[_SINCE_SHRINK] >= shrink_every:
@@ -443,7 +477,7 @@ def _unshrink(G, alpha, p, active, io, data, slot_of, owner, last_used, full, in
 
 @nb.njit(cache=True, nogil=True)
 def _drive(G, alpha, y, C, p, diag, active, io, fo, data, slot_of, owner, last_used, full, in_memory, q, tol,
-           shrink_every, max_iter, pair_step_cap, report, serve_unshrink, need):
+           shrink_every, max_iter, pair_step_cap, report, serve_unshrink, need, work):
     """The solver's outer loop (see :func:`solve`): _iterate in chunks of _CHUNK iterations, the stopping rules
     (``max_iter`` < 0: none, then the pair-step cap) and unshrinking, until it needs the caller. Returns
     _CONVERGED (on all variables), _STOPPED, _NEED_COLUMNS (need[:io[_N_NEED]] must be cached; never for an
@@ -456,7 +490,7 @@ def _drive(G, alpha, y, C, p, diag, active, io, fo, data, slot_of, owner, last_u
         if left <= 0 or (max_iter < 0 and io[_N_INNER] >= pair_step_cap):
             return _STOPPED
         status = _iterate(G, alpha, y, C, diag, active, io, fo, data, slot_of, last_used, q, tol, shrink_every,
-                          left, need)
+                          left, need, *work)
         if status == _NEED_COLUMNS:
             if not in_memory:
                 return status
@@ -482,14 +516,16 @@ def _drive(G, alpha, y, C, p, diag, active, io, fo, data, slot_of, owner, last_u
 def _loop_state(n, q, shrinking):
     """The solver loop's buffers and settings for n variables and working sets of q, for :func:`solve` and
     :func:`solve_in_memory` alike: (need: a working set's columns, or column i + prefetch; active; io; fo;
-    shrink_every: iterations between shrinking checks, 0 without shrinking). The pair-step cap stays with the
+    shrink_every: iterations between shrinking checks, 0 without shrinking; work: the working set's buffers, Q_BB
+    flat (q * q,), its alpha, old alpha, G, diagonal, y, C (6, q), and the selection's (2, q) float64, (3, q) int64). The pair-step cap stays with the
     callers: compiled code would freeze MAX_PAIR_STEPS, which a test lowers."""
     need = np.empty(q + max(q, 32), dtype=np.int64)
     active = np.arange(n)
     io = np.zeros(_IO_SLOTS, dtype=np.int64)
     io[_N_ACTIVE] = n
     shrink_every = max(1, 1000 // q) if shrinking else 0
-    return need, active, io, np.zeros(1), shrink_every
+    work = (np.empty(q * q), np.empty((6, q)), np.empty((2, q)), np.empty((3, q), dtype=np.int64))
+    return need, active, io, np.zeros(1), shrink_every, work
 
 
 @nb.njit(cache=True, nogil=True)
@@ -505,14 +541,14 @@ def solve_in_memory(Qmem, p, y, C, alpha, diag, tol, working_set_size, shrinking
     nz = np.flatnonzero(alpha)
     if nz.shape[0] > 0:
         _add_cached(G, np.arange(n), Qmem, nz, alpha[nz])
-    need, active, io, fo, shrink_every = _loop_state(n, q, shrinking)
+    need, active, io, fo, shrink_every, work = _loop_state(n, q, shrinking)
     cap = max(MAX_PAIR_STEPS, PAIR_STEPS_PER_ROW * n)
     slot_of = np.full(n, -1, dtype=np.int64)
     owner = np.full(n, -1, dtype=np.int64)
     last_used = np.zeros(n, dtype=np.int64)
     full = np.zeros(n, dtype=np.bool_)
     status = _drive(G, alpha, y, C, p, diag, active, io, fo, Qmem, slot_of, owner, last_used, full, True, q, tol,
-                    shrink_every, max_iter, cap, False, True, need)
+                    shrink_every, max_iter, cap, False, True, need, work)
     converged = status == _CONVERGED
     violation = fo[0]
     if not converged:
@@ -581,7 +617,7 @@ def solve(Q, p, y, C, alpha0, *, tol=1e-3, working_set_size=None, cache_size=200
                                                              getattr(Q, "column_rel_error", None)):
         Q = Q.float64()
     diag = np.ascontiguousarray(Q.diagonal, dtype=np.float64)
-    need, active, io, fo, shrink_every = _loop_state(n, q, bool(shrinking))
+    need, active, io, fo, shrink_every, work = _loop_state(n, q, bool(shrinking))
     pair_step_cap = max(MAX_PAIR_STEPS, PAIR_STEPS_PER_ROW * n)  # a badly scaled problem warns, never hangs
     all_idx = np.arange(n, dtype=np.int64)
     if getattr(Q, "cuts_exact", False) and in_memory_pays(n, len(need), cache_size, Q.dtype):
@@ -600,7 +636,7 @@ def solve(Q, p, y, C, alpha0, *, tol=1e-3, working_set_size=None, cache_size=200
     while True:
         status = _drive(G, alpha, y, C, p, diag, active, io, fo, cache.data, cache.slot_of, cache.owner,
                         cache.last_used, cache.full, cache.in_memory, q, tol, shrink_every,
-                        -1 if max_iter is None else max_iter, pair_step_cap, report, not verbose, need)
+                        -1 if max_iter is None else max_iter, pair_step_cap, report, not verbose, need, work)
         if status == _NEED_COLUMNS:
             idx = need[:io[_N_NEED]].copy()
             act = active[:io[_N_ACTIVE]].copy()  # Q.rows may keep it
