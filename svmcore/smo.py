@@ -620,10 +620,10 @@ def solve(Q, p, y, C, alpha0, *, tol=1e-3, working_set_size=None, cache_size=200
     need, active, io, fo, shrink_every, work = _loop_state(n, q, bool(shrinking))
     pair_step_cap = max(MAX_PAIR_STEPS, PAIR_STEPS_PER_ROW * n)  # a badly scaled problem warns, never hangs
     all_idx = np.arange(n, dtype=np.int64)
-    if getattr(Q, "cuts_exact", False) and in_memory_pays(n, len(need), cache_size, Q.dtype):
-        # a small Q whose entries are the same numbers in any block: computed whole, one call, and the iterations
-        # served from it in compiled code, the cache's state (which columns, computed on which active set)
-        # kept as the fetches would have left it, so the iterates are those of the column-by-column solve
+    if in_memory_pays(n, len(need), cache_size, Q.dtype):
+        # a small Q: computed whole, one call, and the iterations served from it in compiled code, the cache's state
+        # (which columns, computed on which active set) kept as the fetches would have left it, so the iterates are
+        # those of the column-by-column solve (to the rounding of dense products: in_memory_pays)
         block = np.ascontiguousarray(Q.rows(all_idx, all_idx))
         if not (callback is not None or verbose):
             return solve_whole(block, p, y, C, alpha, diag, tol=tol, working_set_size=q, shrinking=shrinking,

@@ -308,7 +308,7 @@ def test_small_q_computed_whole_takes_the_steps_of_the_column_by_column_solve(pe
     X = sp.csr_matrix(pendigits_full[0][:128])
     y = np.where(np.random.default_rng(0).random(128) > 0.5, 1.0, -1.0)  # random labels: a long run
     Q = qmatrix.KernelQ(X, KernelSpec("rbf", 2.0), y)
-    assert Q.cuts_exact and qmatrix.in_memory_pays(128, 8, 200.0, np.float32)
+    assert qmatrix.in_memory_pays(128, 8, 200.0, np.float32)
 
     def run(**kw):
         return smo.solve(Q, -np.ones(128), y, np.full(128, 100.0), np.zeros(128), working_set_size=4, **kw)
@@ -323,6 +323,37 @@ def test_small_q_computed_whole_takes_the_steps_of_the_column_by_column_solve(pe
         np.testing.assert_array_equal(other.gradient, fetched.gradient)
         assert (other.rho, other.n_iter, other.n_inner, other.cache_hit_rate) == \
             (fetched.rho, fetched.n_iter, fetched.n_inner, fetched.cache_hit_rate)
+
+
+def test_small_dense_q_computed_whole_reaches_the_column_by_column_solution(pendigits_full, monkeypatch):
+    # dense rows' Q of up to IN_MEMORY_ROWS variables is computed whole too: its BLAS products may round an entry
+    # otherwise than the column blocks' (another block shape), so the solutions agree to the tolerance, not the bit
+    from svmcore import qmatrix, smo
+    from svmcore.kernels import KernelSpec
+
+    n = qmatrix.IN_MEMORY_ROWS
+    X, labels = pendigits_full[0][:n], pendigits_full[1][:n]
+    y = np.where(labels == 3, 1.0, -1.0)
+    Q = qmatrix.KernelQ(X, KernelSpec("rbf", 2.0), y)
+    calls = []
+    rows = Q.rows
+    monkeypatch.setattr(Q, "rows", lambda idx, act: calls.append(len(idx)) or rows(idx, act))
+
+    def run():
+        calls.clear()
+        res = smo.solve(Q, -np.ones(n), y, np.full(n, 10.0), np.zeros(n))
+        return res, list(calls)
+
+    (whole, whole_calls) = run()
+    with monkeypatch.context() as m:
+        m.setattr(smo, "in_memory_pays", lambda *args: False)
+        (fetched, fetched_calls) = run()
+    assert whole_calls == [n] and len(fetched_calls) > 1  # one block of all columns, against several requests
+    assert whole.converged and fetched.converged and whole.kkt_violation <= 1e-3
+    np.testing.assert_allclose(whole.objective, fetched.objective, rtol=1e-6)
+    np.testing.assert_allclose(whole.alpha, fetched.alpha, atol=1e-3 * 10.0)
+    K = qmatrix.KernelQ(X, KernelSpec("rbf", 2.0)).rows(np.arange(n), np.arange(n))
+    assert np.array_equal(np.sign(K @ (whole.alpha * y) - whole.rho), np.sign(K @ (fetched.alpha * y) - fetched.rho))
 
 
 @pytest.mark.timeout(60)
