@@ -440,16 +440,22 @@ def block_rows(n_sv):
 
 
 class Gram:
-    """The inner products X X' (n, n) float64 and squared row norms ``sq`` (n,) of all rows of a canonical CSR X
-    (n, d), computed once for the many problems on subsets of X's rows that one-vs-one fits solve (the pairs of
-    classes and their cross-validation folds). Sector, 700 rows of 55,197 tf-idf features in 104 classes, solved
-    5,356 pairs of ~13 rows, and cutting each pair's rows out of X and multiplying the cuts was most of its time.
-    Each entry is, to the bit, what the product of the cut rows gives: scipy's sparse product sums <a, b> over a's
-    entries in their stored order, whichever other rows take part; so are the row norms.
+    """The inner products X X' (n, n) float64 and squared row norms ``sq`` (n,) of all rows of X (n, d), computed
+    once for the many problems on subsets of X's rows that one-vs-one fits solve (the pairs of classes and their
+    cross-validation folds).
 
-    Only rows that :func:`sparse_centre` leaves unshifted can use it (:meth:`shifts`)."""
+    - X a canonical CSR matrix: sector, 700 rows of 55,197 tf-idf features in 104 classes, solved 5,356 pairs of ~13
+      rows, and cutting each pair's rows out of X and multiplying the cuts was most of its time. Each entry is, to
+      the bit, what the product of the cut rows gives: scipy's sparse product sums <a, b> over a's entries in their
+      stored order, whichever other rows take part; so are the row norms. Only rows that :func:`sparse_centre`
+      leaves unshifted can use it (:meth:`shifts`).
+    - X a dense float64 array: one BLAS product of the rows, centred on their mean where ``centre`` (for rbf, which
+      sees only differences; a pair's own KernelQ centres on the pair's mean, the same kernel values to rounding).
+      Letter, 3,000 rows in 26 classes: 325 pairs of ~230 rows, each of which cut, centred and multiplied its rows
+      (float32 products) in Python. Rows never shift (:meth:`shifts` is False)."""
 
     offsets = None  # unshifted rows (see CentredGram)
+    column_of = None  # where column j of the products is stored: j, or (dense rows with groups) its place by group
 
     # sparse_centre leaves rows unshifted where ||mean||^2 <= mean_i ||x_i - mean||^2 = mean_i ||x_i||^2 - ||mean||^2,
     # i.e. 2 sum_ij <x_i, x_j> / n <= sum_i ||x_i||^2, which its screen decides from the rows' entries (20-40 us for a
@@ -458,10 +464,25 @@ class Gram:
     # the boundary the screen's answer is known; nearer, beyond it, or for more rows, the screen decides.
     MARGIN, SMALL = 0.01, 64
 
-    def __init__(self, X):
+    def __init__(self, X, centre=False, groups=None):
         self.X = X
-        self.sq = row_norms_sq(X)
+        self.sparse = sp.issparse(X)
         n = X.shape[0]
+        if not self.sparse:
+            if centre:
+                X = X - X.mean(axis=0)
+            self.sq = row_norms_sq(X)
+            if groups is None:
+                self.dot = X @ X.T
+            else:
+                # columns stored by group (a class's rows side by side), so that a pair of classes' block reads two
+                # runs of each row, not entries scattered over it: letter, 3,000 rows, a 72 MB Gram, 4 -> ~1 ns an entry
+                order = np.argsort(groups, kind="stable")
+                self.dot = X @ X[order].T
+                self.column_of = np.empty(n, dtype=np.int64)
+                self.column_of[order] = np.arange(n)
+            return
+        self.sq = row_norms_sq(X)
         self.dot = np.empty((n, n))
         step = max(1, 2**22 // n)  # row blocks: the sparse product's entries (12 bytes each) stay within ~50 MB
         for s in range(0, n, step):
@@ -469,13 +490,33 @@ class Gram:
         self._data = X.data.astype(np.float64, copy=False)
 
     def shifts(self, rows):
-        """Whether :func:`sparse_centre` may shift the rows ``rows`` (int array): False for text data."""
-        return gram_shifts(self.dot, self.sq, self.X.indptr, self.X.indices, self._data, self.X.shape[1],
-                           np.asarray(rows, dtype=np.int64), self.MARGIN, self.SMALL)
+        """Whether :func:`sparse_centre` may shift the rows ``rows`` (int array): False for text data and dense rows."""
+        return self.sparse and gram_shifts(self.dot, self.sq, *self.csr_arrays(), np.asarray(rows, dtype=np.int64),
+                                           self.MARGIN, self.SMALL)
+
+    def csr_arrays(self):
+        """(indptr, indices, data float64, d) of a CSR X, for :func:`gram_shifts`; empty arrays for dense rows."""
+        if not self.sparse:
+            empty = np.empty(0, dtype=np.int32)
+            return empty, empty, np.empty(0), self.X.shape[1]
+        return self.X.indptr, self.X.indices, self._data, self.X.shape[1]
 
     def kernel(self, a, b, spec: KernelSpec, out=None):
         """K(X[a], X[b]) (len(a), len(b)) for index arrays a and b, as :func:`kernel_block` of those rows gives it."""
-        return kernel_of_products(self.dot[a[:, None], b], spec, self.sq[a], self.sq[b], out)
+        cols = np.asarray(b, dtype=np.int64) if self.column_of is None else self.column_of[b]
+        return kernel_of_products(_cut(self.dot, np.asarray(a, dtype=np.int64), cols), spec, self.sq[a], self.sq[b],
+                                  out)
+
+
+@nb.njit(cache=True, nogil=True)
+def _cut(M, a, b):
+    """M[a][:, b] (len(a), len(b)): numpy's M[a[:, None], b] took ~9 ns an entry (letter's pairs of 230 rows)."""
+    out = np.empty((a.shape[0], b.shape[0]))
+    for r in range(a.shape[0]):
+        row = M[a[r]]
+        for c in range(b.shape[0]):
+            out[r, c] = row[b[c]]
+    return out
 
 
 @nb.njit(cache=True, nogil=True)
@@ -643,6 +684,7 @@ class CentredGram:
         """False: the rows are centred already."""
         return False
 
+    column_of = None
     kernel = Gram.kernel
 
 

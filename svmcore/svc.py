@@ -22,7 +22,7 @@ from .kernels import (CentredGram, Gram, KernelSpec, block_rows, centres, check_
                       densify_if_cheaper, gram_shifts, kernel_decision, resolve_kernel, surely_sparse)
 from .multiclass import ovo_pairs, ovo_votes
 from .probability import MIN_PROB, fit_sigmoid, pairwise_coupling, sigmoid_predict
-from .qmatrix import EPS32, KernelQ, PrecomputedQ, cache_holds, float32_columns_suffice
+from .qmatrix import EPS32, IN_MEMORY_ROWS, KernelQ, PrecomputedQ, cache_holds, float32_columns_suffice
 from .smo import compute_rho, solve, solve_in_memory, solve_whole, warn_not_converged
 
 _THREADED_PAIR_ROWS = 256  # n_jobs > 1 solves pairs on threads where they average this many rows (2n / k) or more
@@ -351,11 +351,22 @@ class _KernelSVM(BaseEstimator):
         check_fitted_gamma(self.kernel, self.gamma, self.gamma_, self.n_features_in_)
 
 
-def _gram_pays(X, n_classes, cache_mb):
-    """Whether a one-vs-one fit on X computes its :class:`Gram` first: CSR rows (dense ones are centred per pair) in
-    more than two classes, whose n^2 float64 products fit in the kernel cache's budget. The pairs' blocks cover
-    them all, most more than once, and small pairs compute all their columns anyway."""
-    return sp.issparse(X) and n_classes > 2 and 8.0 * X.shape[0] ** 2 <= cache_mb * 2**20
+def _gram_pays(X, spec, n_classes, cache_mb, probability):
+    """Whether a one-vs-one fit on X computes its :class:`Gram` first: more than two classes, whose n^2 float64
+    products fit in the kernel cache's budget. CSR rows: always (the pairs' blocks cover the Gram, most entries more
+    than once, and small pairs compute all their columns anyway). Dense rows, rbf or poly (whose pairs need no
+    centre of their own, as linear's rho does): where the pairs are computed whole, at most IN_MEMORY_ROWS rows on
+    average (2n / k), or with probability, at most _BLOCK_PAIR_ROWS (each pair then solves six problems on its rows
+    and decides its folds, all cut from its block, compiled). Measured (2026-11-27, twenty-eighth session; docs/svc.md,
+    "Small dense problems"): letter 1,000 rows 0.069 -> 0.058 s, with probability 0.44 -> 0.24 s; usps 3,000 rows with
+    probability 0.63 -> 0.35 s; but without probability pendigits 3,000 rows (pairs of ~600) 0.053 -> 0.079 s, where
+    shrinking spares most columns."""
+    if n_classes <= 2 or 8.0 * X.shape[0] ** 2 > cache_mb * 2**20:
+        return False
+    if sp.issparse(X):
+        return True
+    pair_rows = 2 * X.shape[0] / n_classes
+    return spec.kind in ("rbf", "poly") and pair_rows <= (_BLOCK_PAIR_ROWS if probability else IN_MEMORY_ROWS)
 
 
 def _uses_gram(gram, spec, rows):
@@ -475,7 +486,12 @@ class SVC(ClassifierMixin, _KernelSVM):
         rng = make_rng(self.random_state) if self.probability else None
         pairs = ovo_pairs(len(classes))
         settings = self._solver_settings()
-        gram = Gram(X) if _gram_pays(X, len(classes), settings["cache_size"]) else None
+        gram = (Gram(X, centres(spec, True), yi)
+                if _gram_pays(X, spec, len(classes), settings["cache_size"], self.probability) else None)
+        # the pairs' models come from the Gram only where probability=False would use it too: the decision function
+        # does not depend on probability (LIBSVM's rule; dense rows' products round otherwise on the Gram)
+        fit_gram = gram if gram is not None and _gram_pays(X, spec, len(classes), settings["cache_size"], False) \
+            else None
         problems = []
         for a, b in pairs:
             rows = np.flatnonzero((yi == a) | (yi == b))
@@ -490,7 +506,9 @@ class SVC(ClassifierMixin, _KernelSVM):
             sigmoid = (fit_sigmoid(*self._cross_val_decision(X, spec, rows, ys, C, folds, gram=gram, block=block,
                                                              settings=settings))
                        if self.probability else None)
-            return self._fit_binary(X, spec, rows, ys, C, gram, block, settings), sigmoid
+            if fit_gram is None:
+                block = None
+            return self._fit_binary(X, spec, rows, ys, C, fit_gram, block, settings), sigmoid
 
         threads = min(self._n_threads(), len(pairs))
         if threads > 1 and 2 * len(yi) / len(classes) < _THREADED_PAIR_ROWS:
@@ -545,8 +563,8 @@ class SVC(ClassifierMixin, _KernelSVM):
             left, unconverged = _fold_decisions(
                 block.Q32, block.Q64, block.K, block.Q.diagonal, ys_all, C_all, kept, np.asarray(perm, dtype=np.int64),
                 n_folds, max(block.Q.column_rel_error, EPS32), settings["tol"], 64 if q is None else q,
-                bool(self.shrinking), -1 if max_iter is None else max_iter, centres(spec, True), gram.dot, gram.sq,
-                gram.X.indptr, gram.X.indices, gram._data, gram.X.shape[1], rows_all, Gram.MARGIN, Gram.SMALL, f,
+                bool(self.shrinking), -1 if max_iter is None else max_iter, centres(spec, True) and gram.sparse,
+                gram.dot, gram.sq, *gram.csr_arrays(), rows_all, Gram.MARGIN, Gram.SMALL, f,
                 folds, fold_values, fold_alpha)
             if unconverged:
                 for i in np.flatnonzero(folds[1] & (1 - folds[2])):

@@ -1034,6 +1034,53 @@ def test_probability_folds_on_the_gram_where_the_per_pair_path_densifies(data_di
     np.testing.assert_allclose(fast.predict_proba(X), slow.predict_proba(X), rtol=0, atol=1e-10)
 
 
+def test_dense_gram_cuts_are_the_kernel_blocks_of_the_rows():
+    # dense rows: one product of the centred rows, columns stored by class; a cut is the rows' own kernel block
+    # (rbf: centring changes only the rounding), whatever order the classes' rows come in
+    from svmcore import kernels
+
+    rng = np.random.default_rng(0)
+    X = 1e3 + rng.random((60, 5))  # a common offset, which the centre removes before the products
+    groups = rng.integers(0, 4, 60)
+    gram = kernels.Gram(X, centre=True, groups=groups)
+    a, b = np.flatnonzero(groups != 1), np.flatnonzero(groups >= 2)
+    Z = X - X.mean(axis=0)  # rbf on the uncentred rows cancels in the offset's 1e6 squared norms (errs by ~1e-9)
+    rbf, poly = kernels.KernelSpec("rbf", 0.5), kernels.KernelSpec("poly", 0.5, 2, 1.0)
+    np.testing.assert_allclose(gram.kernel(a, b, rbf), kernels.kernel_block(Z[a], Z[b], rbf), rtol=0, atol=1e-14)
+    np.testing.assert_allclose(kernels.Gram(X, groups=groups).kernel(a, b, poly), kernels.kernel_block(X[a], X[b], poly),
+                               rtol=1e-14)
+    assert not gram.shifts(a)
+
+
+@pytest.mark.parametrize("probability", [False, True])
+def test_small_dense_multiclass_cuts_its_pairs_from_one_gram(pendigits_full, monkeypatch, probability):
+    # pendigits, 600 rows in 10 classes (pairs of ~120 rows, computed whole): rbf pairs (and with probability their
+    # folds) are cut from one Gram of the centred rows, float64 products, where each pair centred and multiplied
+    # its own rows in float32; the models agree to the tolerance
+    from svmcore import kernels, svc
+
+    X, y, Xt, _ = pendigits_full
+    X, y = X[:600], y[:600]
+    made = []
+    init = kernels.Gram.__init__
+    monkeypatch.setattr(kernels.Gram, "__init__", lambda g, *a, **kw: made.append(1) or init(g, *a, **kw))
+    est = svmcore.SVC(kernel="rbf", gamma=2.0, C=10.0, probability=probability, random_state=0)
+    fast = clone_of(est).fit(X, y)
+    assert made
+    with monkeypatch.context() as m:
+        m.setattr(svc, "_gram_pays", lambda *args: False)
+        slow = clone_of(est).fit(X, y)
+    np.testing.assert_allclose(fast.objective_, slow.objective_, rtol=1e-6)
+    assert fast.kkt_violation_ <= 1e-3
+    assert np.mean(fast.predict(Xt) == slow.predict(Xt)) >= 0.999
+    if probability:
+        np.testing.assert_allclose(fast.predict_proba(Xt), slow.predict_proba(Xt), atol=5e-3)
+    # not for linear (its rho needs each pair's centre), nor for pairs beyond the rows computed whole
+    assert not svc._gram_pays(X, kernels.KernelSpec("linear"), 10, 200.0, probability)
+    assert svc._gram_pays(X, kernels.KernelSpec("poly", 1.0, 2, 0.0), 10, 200.0, probability)
+    assert not svc._gram_pays(np.zeros((3000, 2)), kernels.KernelSpec("rbf", 1.0), 3, 200.0, probability)
+
+
 def test_sparse_rows_go_dense_only_where_the_dense_product_is_cheaper(data_dir, monkeypatch):
     a9a, ya, a9a_t, _ = _svmlight(data_dir, "a9a/a9a.trn.bz2", 123, 1500)  # 123 binary features, 11% nonzero
     reuters, yr, reuters_t, yrt = _svmlight(data_dir, "reuters_lasvm/reuters.trn.bz2", 8315, 1500)  # 0.5%
