@@ -4,8 +4,9 @@ The solver (``smo.solve``) never sees kernels. A Q-matrix has ``n``, ``diagonal`
 ``dtype`` (float32, as LIBSVM's Qfloat, or float64), ``float64()`` (the same Q with float64 columns, which
 the solver asks for where float32 cannot reach its tolerance) and ``rows(idx, active)``: the block
 Q[idx][:, active] of that dtype, i.e. the working set's columns stored as rows (Q is symmetric), computed
-together (a small Q the solver computes whole: :func:`in_memory_pays`); and ``rho_shift(alpha)``, what the solver's rho needs added
-where the Q-matrix solves an equivalent, better conditioned problem (centred linear C-SVC). Kinds:
+together (a small Q the solver computes whole: :func:`in_memory_pays`); and ``rho_shift(alpha)``, what the
+solver's rho needs added where the Q-matrix solves an equivalent, better conditioned problem (centred linear
+C-SVC). Kinds:
 
 - :class:`KernelQ`: Q_ij = y_i y_j K(x_i, x_j) (C-SVC) or K(x_i, x_j) (one-class, ``y=None``), computed
   block-wise through BLAS (``kernels.kernel_block``);
@@ -127,8 +128,8 @@ def in_memory_pays(n, request, cache_mb, dtype):
     holds all n columns (a smaller one would evict, and the iterates would be another order's). Where Q's entries
     are the same numbers in any block (CSR products, cuts of a Gram, precomputed) the iterates are those of the
     column-by-column solve to the bit; dense rows' BLAS products round an entry by the block's shape, so there
-    they agree to the rounding of the products. Letter, 3,000 rows in 26 classes (pairs of ~230 rows): 0.87x the
-    fit's time with 256 rows, against 128 (2026-11-27)."""
+    they agree to the rounding of the products. Letter, 3,000 rows in 26 classes (pairs of ~230 rows, dense): 0.87x
+    the fit's time of the column fetches (2026-11-27)."""
     return n <= max(IN_MEMORY_ROWS, request) and cache_holds(n, cache_mb, dtype)
 
 

@@ -152,8 +152,8 @@ def _sort_unique_into(b, k):
 @nb.njit(cache=True, nogil=True)
 def _select_into(G, alpha, y, C, diag, active, i, m, M, Qi, q, fwork, iwork):
     """:func:`select_working_set` into the loop's buffers fwork (2, q) float64 and iwork (3, q) int64, allocated
-    once a solve (the arrays of a working set took about a quarter of an iteration on pairs of ~80 rows); B is
-    written to iwork[0] and its length returned."""
+    once a solve (allocated every iteration, with the working set's other arrays, they cost ~13% of the solve on
+    letter's pairs of ~80 rows); B is written to iwork[0] and its length returned."""
     h_up = max(q // 2 - 1, 0)
     h_low = q - 1 - h_up
     up_v, low_v = fwork[0], fwork[1]
@@ -517,8 +517,9 @@ def _loop_state(n, q, shrinking):
     """The solver loop's buffers and settings for n variables and working sets of q, for :func:`solve` and
     :func:`solve_in_memory` alike: (need: a working set's columns, or column i + prefetch; active; io; fo;
     shrink_every: iterations between shrinking checks, 0 without shrinking; work: the working set's buffers, Q_BB
-    flat (q * q,), its alpha, old alpha, G, diagonal, y, C (6, q), and the selection's (2, q) float64, (3, q) int64). The pair-step cap stays with the
-    callers: compiled code would freeze MAX_PAIR_STEPS, which a test lowers."""
+    flat (q * q,), its alpha, old alpha, G, diagonal, y, C (6, q), and the selection's (2, q) float64, (3, q)
+    int64). The pair-step cap stays with the callers: compiled code would freeze MAX_PAIR_STEPS, which a test
+    lowers."""
     need = np.empty(q + max(q, 32), dtype=np.int64)
     active = np.arange(n)
     io = np.zeros(_IO_SLOTS, dtype=np.int64)

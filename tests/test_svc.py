@@ -1047,8 +1047,8 @@ def test_dense_gram_cuts_are_the_kernel_blocks_of_the_rows():
     Z = X - X.mean(axis=0)  # rbf on the uncentred rows cancels in the offset's 1e6 squared norms (errs by ~1e-9)
     rbf, poly = kernels.KernelSpec("rbf", 0.5), kernels.KernelSpec("poly", 0.5, 2, 1.0)
     np.testing.assert_allclose(gram.kernel(a, b, rbf), kernels.kernel_block(Z[a], Z[b], rbf), rtol=0, atol=1e-14)
-    np.testing.assert_allclose(kernels.Gram(X, groups=groups).kernel(a, b, poly), kernels.kernel_block(X[a], X[b], poly),
-                               rtol=1e-14)
+    np.testing.assert_allclose(kernels.Gram(X, groups=groups).kernel(a, b, poly),
+                               kernels.kernel_block(X[a], X[b], poly), rtol=1e-14)
     assert not gram.shifts(a)
 
 

@@ -233,7 +233,7 @@ def test_fit_intercept_is_a_regularised_constant_feature(letter):
     """fit_intercept=True solves the problem of X with the constant intercept_scaling appended (LIBLINEAR's -B),
     for every loss, the kernel models through K + B^2; k = 1 reaches LIBLINEAR's Crammer-Singer with a bias."""
     X, y = letter
-    X, Xt, y, yt = X[:1500], X[1500:2000], y[:1500], y[1500:2000]
+    X, Xt, y = X[:1500], X[1500:2000], y[:1500]
     B = 2.0
     for k, loss in ((1, "alpha"), (2, "beta")):
         ours = TopKSVM(k=k, loss=loss, C=1.0, fit_intercept=True, intercept_scaling=B, tol=1e-6, random_state=0)
