@@ -6,6 +6,7 @@ the decision function f(x) = sum_i dual_coef_i K(sv_i, x) + intercept_.
 from __future__ import annotations
 
 import functools
+import time
 import types
 
 import numba as nb
@@ -19,11 +20,12 @@ from ._validation import (NotFittedError, check_array, check_choice, check_class
                           check_sample_weight, check_scalar, make_rng, row_weights)
 from .base import BaseEstimator, ClassifierMixin
 from .kernels import (CentredGram, Gram, KernelSpec, block_rows, centres, check_fitted_gamma, check_gamma,
-                      densify_if_cheaper, gram_shifts, kernel_decision, resolve_kernel, surely_sparse)
+                      densify_if_cheaper, gram_shifts, kernel_decision, kernel_diagonal, resolve_kernel,
+                      surely_sparse)
 from .multiclass import ovo_pairs, ovo_votes
 from .probability import MIN_PROB, fit_sigmoid, pairwise_coupling, sigmoid_predict
 from .qmatrix import EPS32, IN_MEMORY_ROWS, KernelQ, PrecomputedQ, cache_holds, float32_columns_suffice
-from .smo import compute_rho, solve, solve_in_memory, solve_whole, warn_not_converged
+from .smo import SolverResult, compute_rho, solve, solve_in_memory, solve_whole, warn_not_converged
 
 _THREADED_PAIR_ROWS = 256  # n_jobs > 1 solves pairs on threads where they average this many rows (2n / k) or more
 # pairs of classes of up to this many rows, on a Gram, are solved from their kernel block, cut once (_PairBlock)
@@ -64,6 +66,57 @@ def _solve_cut(Q, train, y, C, diag, tol, working_set_size, shrinking, max_iter)
     G, converged, violation, _, n_inner, _, _ = solve_in_memory(cut, np.full(m, -1.0), y, C, alpha, diag, tol,
                                                                 working_set_size, shrinking, max_iter)
     return alpha, G, converged, violation, n_inner
+
+
+@nb.njit(cache=True, nogil=True)
+def _solve_rows(K, r, y, C, diag, tol, working_set_size, shrinking, max_iter):
+    """Solve the C-SVC dual on the rows r of a kernel matrix K (n, n) (float32 or float64, all rows' values as
+    ``Gram.kernel`` gives them): Q = y_a y_b K[r_a, r_b], as ``KernelQ.rows`` signs it (exactly: y is +-1), solved in
+    memory. Returns alpha, G, converged, KKT violation, iterations, pair steps, cache hits, misses."""
+    n = r.shape[0]
+    Q = np.empty((n, n), dtype=K.dtype)
+    for a in range(n):
+        row = K[r[a]]
+        for b in range(n):
+            Q[a, b] = row[r[b]] * y[a] * y[b]
+    alpha = np.zeros(n)
+    G, converged, violation, n_iter, n_inner, hits, misses = solve_in_memory(
+        Q, np.full(n, -1.0), y, C, alpha, diag, tol, working_set_size, shrinking, max_iter)
+    return alpha, G, converged, violation, n_iter, n_inner, hits, misses
+
+
+@nb.njit(cache=True, nogil=True)
+def _solve_pairs(K32, K64, diag, starts, rows, ys, C, held32, held64, tol, working_set_size, shrinking, max_iter,
+                 centred, dot, sq, indptr, indices, data, d, margin, small, alpha, G, counts, values):
+    """The pairs of classes of a fit in one compiled call, each as :meth:`SVC._fit_binary` solves it from its
+    :class:`_PairBlock` (the same Q, solver and settings): pair m on rows[starts[m]:starts[m + 1]] of the Gram's
+    kernel matrices K32 (float32) and, where float32 columns cannot reach tol (float32_columns_suffice), K64
+    (float64; (0, 0) where no pair needs it), with labels ys and bounds C over the same positions, diag the kernel's
+    diagonal over all rows. A pair is left to the caller (counts[m, 0] = 0) where :meth:`SVC._pair_block` gives no
+    block: more rows than the cache holds (held32 / held64: the most it holds), or rows that shift (``centred``:
+    :func:`svmcore.kernels.gram_shifts` on the Gram's arrays dot, sq, indptr, indices, data, d, margin, small).
+    Writes alpha and G (per position), counts[m] = (solved, converged, iterations, pair steps, cache hits, misses)
+    and values[m] = (KKT violation, rho)."""
+    for m in range(starts.shape[0] - 1):
+        s, e = starts[m], starts[m + 1]
+        r = rows[s:e]
+        dg = diag[r]
+        wide = not np.max(C[s:e]) * np.max(np.abs(dg)) * EPS32 < tol
+        if e - s > (held64 if wide else held32) or (centred and gram_shifts(dot, sq, indptr, indices, data, d, r,
+                                                                            margin, small)):
+            counts[m, 0] = 0
+            continue
+        if wide:
+            a, g, conv, viol, n_iter, n_inner, hits, misses = _solve_rows(K64, r, ys[s:e], C[s:e], dg, tol,
+                                                                          working_set_size, shrinking, max_iter)
+        else:
+            a, g, conv, viol, n_iter, n_inner, hits, misses = _solve_rows(K32, r, ys[s:e], C[s:e], dg, tol,
+                                                                          working_set_size, shrinking, max_iter)
+        alpha[s:e] = a
+        G[s:e] = g
+        counts[m, 0], counts[m, 1], counts[m, 2], counts[m, 3], counts[m, 4], counts[m, 5] = (1, conv, n_iter, n_inner,
+                                                                                            hits, misses)
+        values[m, 0], values[m, 1] = viol, compute_rho(g, a, ys[s:e], C[s:e]) + 0.0  # + KernelQ.rho_shift: 0 on a Gram
 
 
 @nb.njit(cache=True, nogil=True)
@@ -231,6 +284,50 @@ class _KernelSVM(BaseEstimator):
         return block if cache_holds(len(rows), settings["cache_size"], np.float64 if block.wide else np.float32) \
             else None
 
+    def _solve_on_gram(self, problems, spec, gram, settings):
+        """Solve in one compiled call (:func:`_solve_pairs`) the pairs of ``problems`` that :meth:`_pair_block` would
+        give a block, with the same numbers; returns {index of the pair: (SolverResult, None)}. Their Python around
+        the solver was most of the time on small pairs (~40 us of ~50 a pair of sector's 300 rows in 92 classes).
+        The kernel values of all rows are computed once, as ``Gram.kernel`` gives them (float64 too where a pair
+        needs float64 columns: :func:`svmcore.qmatrix.float32_columns_suffice`)."""
+        if self.callback is not None or self.verbose or len(problems) == 0:
+            return {}
+        tol, cache_mb = settings["tol"], settings["cache_size"]
+        with np.errstate(over="ignore"):
+            diag = kernel_diagonal(gram.sq, spec)
+        if not np.abs(diag).max(initial=0.0) < 3e38:  # KernelQ's check and error, pair by pair
+            return {}
+        start = time.perf_counter()
+        sizes = [len(rows) for rows, _, _, _ in problems]
+        starts = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        rows = np.concatenate([rows for rows, _, _, _ in problems]).astype(np.int64)
+        ys = np.concatenate([ys for _, ys, _, _ in problems])
+        C = np.concatenate([C for _, _, C, _ in problems])
+        wide = np.maximum.reduceat(C, starts[:-1]) * np.maximum.reduceat(np.abs(diag[rows]), starts[:-1]) * EPS32 >= tol
+        n = len(gram.sq)
+        every = np.arange(n)
+        K32 = gram.kernel(every, every, spec, out=np.empty((n, n), dtype=np.float32))
+        K64 = gram.kernel(every, every, spec) if wide.any() else np.empty((0, 0))
+        alpha, G = np.empty(len(rows)), np.empty(len(rows))
+        counts, values = np.zeros((len(problems), 6), dtype=np.int64), np.zeros((len(problems), 2))
+        q, max_iter = settings["working_set_size"], settings["max_iter"]
+        _solve_pairs(K32, K64, diag, starts, rows, ys, C, _most_held(cache_mb, np.float32),
+                     _most_held(cache_mb, np.float64), tol, 64 if q is None else int(q), bool(self.shrinking),
+                     -1 if max_iter is None else int(max_iter), centres(spec, True) and gram.sparse, gram.dot, gram.sq,
+                     *gram.csr_arrays(), Gram.MARGIN, Gram.SMALL, alpha, G, counts, values)
+        done = np.flatnonzero(counts[:, 0])
+        seconds = (time.perf_counter() - start) / max(len(done), 1)
+        out = {}
+        for m in done:
+            s, e = starts[m], starts[m + 1]
+            a, g = alpha[s:e], G[s:e]
+            _, converged, n_iter, n_inner, hits, misses = (int(v) for v in counts[m])
+            if not converged:
+                warn_not_converged(max_iter, n_inner, values[m, 0], tol, stacklevel=4)
+            out[m] = (SolverResult(a, g, float(values[m, 1]), 0.5 * float(a @ (g - 1.0)), n_iter, n_inner,
+                                   float(values[m, 0]), hits / max(hits + misses, 1), seconds, bool(converged)), None)
+        return out
+
     @staticmethod
     def _binary_decision(X, spec, train, coef, intercept, rows, gram=None):
         """Decision values (len(rows),) on X[rows] of a binary model trained on X[train] with dual
@@ -367,6 +464,14 @@ def _gram_pays(X, spec, n_classes, cache_mb, probability):
         return True
     pair_rows = 2 * X.shape[0] / n_classes
     return spec.kind in ("rbf", "poly") and pair_rows <= (_BLOCK_PAIR_ROWS if probability else IN_MEMORY_ROWS)
+
+
+def _most_held(cache_mb, dtype):
+    """The most variables n <= _BLOCK_PAIR_ROWS whose n columns a cache of cache_mb holds (:func:`cache_holds`)."""
+    n = _BLOCK_PAIR_ROWS
+    while n > 0 and not cache_holds(n, cache_mb, dtype):
+        n -= 1
+    return n
 
 
 def _uses_gram(gram, spec, rows):
@@ -511,15 +616,22 @@ class SVC(ClassifierMixin, _KernelSVM):
             return self._fit_binary(X, spec, rows, ys, C, fit_gram, block, settings), sigmoid
 
         threads = min(self._n_threads(), len(pairs))
-        if threads > 1 and 2 * len(yi) / len(classes) < _THREADED_PAIR_ROWS:
+        tiny = 2 * len(yi) / len(classes) < _THREADED_PAIR_ROWS
+        batch = {}
+        if fit_gram is not None and not self.probability and (threads == 1 or tiny):
+            batch = self._solve_on_gram(problems, spec, fit_gram, settings)
+        rest = [problem for m, problem in enumerate(problems) if m not in batch]
+        if threads > 1 and tiny:
             # tiny pairs are mostly Python around the solver, which holds the GIL: two threads took 1.7-2x the time of
             # one (sector, 700 rows in 104 classes, 13 a pair; 300 rows with probability=True: 9-11 s against 5.1 s)
             # and gained nothing up to ~300 rows a pair. One thread, BLAS too, so that the model stays n_jobs=j's
             with blas_single_thread():
-                solved = [solve_pair(problem) for problem in problems]
+                solved = [solve_pair(problem) for problem in rest]
         else:
             with thread_map(threads) as run:
-                solved = run(solve_pair, problems)
+                solved = run(solve_pair, rest)
+        solved = iter(solved)
+        solved = [batch[m] if m in batch else next(solved) for m in range(len(problems))]
         coef = np.zeros((len(pairs), X.shape[0]))
         for m, ((rows, ys, _, _), (res, _)) in enumerate(zip(problems, solved)):
             coef[m, rows] = res.alpha * ys

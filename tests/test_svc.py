@@ -1081,6 +1081,38 @@ def test_small_dense_multiclass_cuts_its_pairs_from_one_gram(pendigits_full, mon
     assert not svc._gram_pays(np.zeros((3000, 2)), kernels.KernelSpec("rbf", 1.0), 3, 200.0, probability)
 
 
+def test_pairs_on_a_gram_solved_in_one_compiled_call_give_the_models_of_their_blocks(data_dir, pendigits_full,
+                                                                                      monkeypatch):
+    # without probability, the pairs a _PairBlock would serve are solved together in compiled code: the same Q,
+    # solver and settings, so the same models to the bit as pair by pair in Python; pairs whose rows shift (the
+    # far-off column) are left to the per-pair path
+    from svmcore import svc
+
+    X, y = pendigits_full[0][:600], pendigits_full[1][:600]
+    far, y_far = _far_sector(data_dir, 300)
+    solved = []
+    batch = svc.SVC._solve_on_gram
+
+    def spy(self, problems, *args):
+        out = batch(self, problems, *args)
+        solved.append((len(problems), out))
+        return out
+
+    monkeypatch.setattr(svc.SVC, "_solve_on_gram", spy)
+    for est, A, b in ((svmcore.SVC(kernel="rbf", gamma=2.0, C=10.0), X, y),
+                      (svmcore.SVC(kernel="poly", degree=2, gamma=1.0, coef0=1.0, C=1e5), X, y),  # float64 columns
+                      (svmcore.SVC(kernel="linear", C=1.0), far, y_far)):
+        solved.clear()
+        fast = clone_of(est).fit(A, b)
+        n_pairs, out = solved[0]
+        assert 0 < len(out) <= n_pairs and (len(out) < n_pairs) == (A is far)
+        with monkeypatch.context() as m:
+            m.setattr(svc.SVC, "_solve_on_gram", lambda *args: {})
+            slow = clone_of(est).fit(A, b)
+        for k in ("support_", "dual_coef_", "intercept_", "n_iter_", "objective_", "kkt_violation_"):
+            np.testing.assert_array_equal(getattr(fast, k), getattr(slow, k), err_msg=k)
+
+
 def test_sparse_rows_go_dense_only_where_the_dense_product_is_cheaper(data_dir, monkeypatch):
     a9a, ya, a9a_t, _ = _svmlight(data_dir, "a9a/a9a.trn.bz2", 123, 1500)  # 123 binary features, 11% nonzero
     reuters, yr, reuters_t, yrt = _svmlight(data_dir, "reuters_lasvm/reuters.trn.bz2", 8315, 1500)  # 0.5%
