@@ -477,10 +477,10 @@ class Gram:
             else:
                 # columns stored by group (a class's rows side by side), so that a pair of classes' block reads two
                 # runs of each row, not entries scattered over it: letter, 3,000 rows, a 72 MB Gram, 4 -> ~1 ns an entry
-                order = np.argsort(groups, kind="stable")
-                self.dot = X @ X[order].T
+                self.order = np.argsort(groups, kind="stable")
+                self.dot = X @ X[self.order].T
                 self.column_of = np.empty(n, dtype=np.int64)
-                self.column_of[order] = np.arange(n)
+                self.column_of[self.order] = np.arange(n)
             return
         self.sq = row_norms_sq(X)
         self.dot = np.empty((n, n))
@@ -506,6 +506,12 @@ class Gram:
         cols = np.asarray(b, dtype=np.int64) if self.column_of is None else self.column_of[b]
         return kernel_of_products(_cut(self.dot, np.asarray(a, dtype=np.int64), cols), spec, self.sq[a], self.sq[b],
                                   out)
+
+    def kernel_all(self, spec: KernelSpec, dtype):
+        """K(X, X) (n, n) of ``dtype``, stored as the products are: K(x_i, x_j) at [i, column_of[j]] (j where
+        column_of is None). Each entry is the number :meth:`kernel` gives for (i, j), without its cut."""
+        sq_b = self.sq if self.column_of is None else self.sq[self.order]
+        return kernel_of_products(self.dot, spec, self.sq, sq_b, np.empty(self.dot.shape, dtype=dtype))
 
 
 @nb.njit(cache=True, nogil=True)

@@ -69,16 +69,16 @@ def _solve_cut(Q, train, y, C, diag, tol, working_set_size, shrinking, max_iter)
 
 
 @nb.njit(cache=True, nogil=True)
-def _solve_rows(K, r, y, C, diag, tol, working_set_size, shrinking, max_iter):
-    """Solve the C-SVC dual on the rows r of a kernel matrix K (n, n) (float32 or float64, all rows' values as
-    ``Gram.kernel`` gives them): Q = y_a y_b K[r_a, r_b], as ``KernelQ.rows`` signs it (exactly: y is +-1), solved in
-    memory. Returns alpha, G, converged, KKT violation, iterations, pair steps, cache hits, misses."""
+def _solve_rows(K, r, cols, y, C, diag, tol, working_set_size, shrinking, max_iter):
+    """Solve the C-SVC dual on the rows r of a kernel matrix K (n, n) (float32 or float64, ``Gram.kernel_all``: row
+    r[b]'s column at cols[b]): Q = y_a y_b K[r_a, cols_b], as ``KernelQ.rows`` signs it (exactly: y is +-1), solved
+    in memory. Returns alpha, G, converged, KKT violation, iterations, pair steps, cache hits, misses."""
     n = r.shape[0]
     Q = np.empty((n, n), dtype=K.dtype)
     for a in range(n):
         row = K[r[a]]
         for b in range(n):
-            Q[a, b] = row[r[b]] * y[a] * y[b]
+            Q[a, b] = row[cols[b]] * y[a] * y[b]
     alpha = np.zeros(n)
     G, converged, violation, n_iter, n_inner, hits, misses = solve_in_memory(
         Q, np.full(n, -1.0), y, C, alpha, diag, tol, working_set_size, shrinking, max_iter)
@@ -86,13 +86,13 @@ def _solve_rows(K, r, y, C, diag, tol, working_set_size, shrinking, max_iter):
 
 
 @nb.njit(cache=True, nogil=True)
-def _solve_pairs(K32, K64, diag, starts, rows, ys, C, held32, held64, tol, working_set_size, shrinking, max_iter,
-                 centred, dot, sq, indptr, indices, data, d, margin, small, alpha, G, counts, values):
+def _solve_pairs(K32, K64, column_of, diag, starts, rows, ys, C, held32, held64, tol, working_set_size, shrinking,
+                 max_iter, centred, dot, sq, indptr, indices, data, d, margin, small, alpha, G, counts, values):
     """The pairs of classes of a fit in one compiled call, each as :meth:`SVC._fit_binary` solves it from its
     :class:`_PairBlock` (the same Q, solver and settings): pair m on rows[starts[m]:starts[m + 1]] of the Gram's
     kernel matrices K32 (float32) and, where float32 columns cannot reach tol (float32_columns_suffice), K64
-    (float64; (0, 0) where no pair needs it), with labels ys and bounds C over the same positions, diag the kernel's
-    diagonal over all rows. A pair is left to the caller (counts[m, 0] = 0) where :meth:`SVC._pair_block` gives no
+    (float64; (0, 0) where no pair needs it), column j stored at column_of[j] (``Gram.kernel_all``), with labels ys
+    and bounds C over the same positions, diag the kernel's diagonal over all rows. A pair is left to the caller (counts[m, 0] = 0) where :meth:`SVC._pair_block` gives no
     block: more rows than the cache holds (held32 / held64: the most it holds), or rows that shift (``centred``:
     :func:`svmcore.kernels.gram_shifts` on the Gram's arrays dot, sq, indptr, indices, data, d, margin, small).
     Writes alpha and G (per position), counts[m] = (solved, converged, iterations, pair steps, cache hits, misses)
@@ -107,11 +107,11 @@ def _solve_pairs(K32, K64, diag, starts, rows, ys, C, held32, held64, tol, worki
             counts[m, 0] = 0
             continue
         if wide:
-            a, g, conv, viol, n_iter, n_inner, hits, misses = _solve_rows(K64, r, ys[s:e], C[s:e], dg, tol,
-                                                                          working_set_size, shrinking, max_iter)
+            a, g, conv, viol, n_iter, n_inner, hits, misses = _solve_rows(K64, r, column_of[r], ys[s:e], C[s:e], dg,
+                                                                          tol, working_set_size, shrinking, max_iter)
         else:
-            a, g, conv, viol, n_iter, n_inner, hits, misses = _solve_rows(K32, r, ys[s:e], C[s:e], dg, tol,
-                                                                          working_set_size, shrinking, max_iter)
+            a, g, conv, viol, n_iter, n_inner, hits, misses = _solve_rows(K32, r, column_of[r], ys[s:e], C[s:e], dg,
+                                                                          tol, working_set_size, shrinking, max_iter)
         alpha[s:e] = a
         G[s:e] = g
         counts[m, 0], counts[m, 1], counts[m, 2], counts[m, 3], counts[m, 4], counts[m, 5] = (1, conv, n_iter, n_inner,
@@ -304,14 +304,13 @@ class _KernelSVM(BaseEstimator):
         ys = np.concatenate([ys for _, ys, _, _ in problems])
         C = np.concatenate([C for _, _, C, _ in problems])
         wide = np.maximum.reduceat(C, starts[:-1]) * np.maximum.reduceat(np.abs(diag[rows]), starts[:-1]) * EPS32 >= tol
-        n = len(gram.sq)
-        every = np.arange(n)
-        K32 = gram.kernel(every, every, spec, out=np.empty((n, n), dtype=np.float32))
-        K64 = gram.kernel(every, every, spec) if wide.any() else np.empty((0, 0))
+        K32 = gram.kernel_all(spec, np.float32)
+        K64 = gram.kernel_all(spec, np.float64) if wide.any() else np.empty((0, 0))
+        column_of = np.arange(len(gram.sq)) if gram.column_of is None else gram.column_of
         alpha, G = np.empty(len(rows)), np.empty(len(rows))
         counts, values = np.zeros((len(problems), 6), dtype=np.int64), np.zeros((len(problems), 2))
         q, max_iter = settings["working_set_size"], settings["max_iter"]
-        _solve_pairs(K32, K64, diag, starts, rows, ys, C, _most_held(cache_mb, np.float32),
+        _solve_pairs(K32, K64, column_of, diag, starts, rows, ys, C, _most_held(cache_mb, np.float32),
                      _most_held(cache_mb, np.float64), tol, 64 if q is None else int(q), bool(self.shrinking),
                      -1 if max_iter is None else int(max_iter), centres(spec, True) and gram.sparse, gram.dot, gram.sq,
                      *gram.csr_arrays(), Gram.MARGIN, Gram.SMALL, alpha, G, counts, values)

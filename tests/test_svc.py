@@ -914,6 +914,8 @@ def test_one_vs_one_on_sparse_rows_cuts_the_pairs_from_one_gram_and_gives_the_pe
     cut, centred = [], []
     kernel, centre, local = kernels.Gram.kernel, qmatrix.sparse_centre, svc.CentredGram
     monkeypatch.setattr(kernels.Gram, "kernel", lambda g, a, *rest, **kw: cut.append(a) or kernel(g, a, *rest, **kw))
+    kernel_all = kernels.Gram.kernel_all  # all rows at once, for the pairs solved in one compiled call
+    monkeypatch.setattr(kernels.Gram, "kernel_all", lambda g, *rest: cut.append(None) or kernel_all(g, *rest))
     monkeypatch.setattr(qmatrix, "sparse_centre", lambda Z: centred.append(Z) or centre(Z))
 
     def centred_gram(*args):
@@ -1050,6 +1052,10 @@ def test_dense_gram_cuts_are_the_kernel_blocks_of_the_rows():
     np.testing.assert_allclose(kernels.Gram(X, groups=groups).kernel(a, b, poly),
                                kernels.kernel_block(X[a], X[b], poly), rtol=1e-14)
     assert not gram.shifts(a)
+    for dtype in (np.float32, np.float64):  # all rows at once, columns where the products keep them: the same numbers
+        every = np.arange(60)
+        np.testing.assert_array_equal(gram.kernel_all(rbf, dtype)[:, gram.column_of],
+                                      gram.kernel(every, every, rbf, out=np.empty((60, 60), dtype)))
 
 
 @pytest.mark.parametrize("probability", [False, True])
