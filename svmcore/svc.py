@@ -289,7 +289,8 @@ class _KernelSVM(BaseEstimator):
         give a block, with the same numbers; returns {index of the pair: (SolverResult, None)}. Their Python around
         the solver was most of the time on small pairs (~40 us of ~50 a pair of sector's 300 rows in 92 classes).
         The kernel values of all rows are computed once, as ``Gram.kernel`` gives them (float64 too where a pair
-        needs float64 columns: :func:`svmcore.qmatrix.float32_columns_suffice`)."""
+        needs float64 columns: :func:`svmcore.qmatrix.float32_columns_suffice`), where they fit in ``cache_size``
+        beside the Gram; otherwise every pair is left to the caller."""
         if self.callback is not None or self.verbose or len(problems) == 0:
             return {}
         tol, cache_mb = settings["tol"], settings["cache_size"]
@@ -304,6 +305,9 @@ class _KernelSVM(BaseEstimator):
         ys = np.concatenate([ys for _, ys, _, _ in problems])
         C = np.concatenate([C for _, _, C, _ in problems])
         wide = np.maximum.reduceat(C, starts[:-1]) * np.maximum.reduceat(np.abs(diag[rows]), starts[:-1]) * EPS32 >= tol
+        n = len(gram.sq)
+        if (4 + 8 * wide.any()) * n * n > cache_mb * 2**20:  # all rows' kernel values within the cache's budget too
+            return {}
         K32 = gram.kernel_all(spec, np.float32)
         K64 = gram.kernel_all(spec, np.float64) if wide.any() else np.empty((0, 0))
         column_of = np.arange(len(gram.sq)) if gram.column_of is None else gram.column_of
