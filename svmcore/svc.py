@@ -92,9 +92,10 @@ def _solve_pairs(K32, K64, column_of, diag, starts, rows, ys, C, held32, held64,
     :class:`_PairBlock` (the same Q, solver and settings): pair m on rows[starts[m]:starts[m + 1]] of the Gram's
     kernel matrices K32 (float32) and, where float32 columns cannot reach tol (float32_columns_suffice), K64
     (float64; (0, 0) where no pair needs it), column j stored at column_of[j] (``Gram.kernel_all``), with labels ys
-    and bounds C over the same positions, diag the kernel's diagonal over all rows. A pair is left to the caller (counts[m, 0] = 0) where :meth:`SVC._pair_block` gives no
-    block: more rows than the cache holds (held32 / held64: the most it holds), or rows that shift (``centred``:
-    :func:`svmcore.kernels.gram_shifts` on the Gram's arrays dot, sq, indptr, indices, data, d, margin, small).
+    and bounds C over the same positions, diag the kernel's diagonal over all rows. A pair is left to the caller
+    (counts[m, 0] = 0) where :meth:`SVC._pair_block` gives no block: more rows than the cache holds (held32 /
+    held64: the most it holds), or rows that shift (``centred``: :func:`svmcore.kernels.gram_shifts` on the Gram's
+    arrays dot, sq, indptr, indices, data, d, margin, small).
     Writes alpha and G (per position), counts[m] = (solved, converged, iterations, pair steps, cache hits, misses)
     and values[m] = (KKT violation, rho)."""
     for m in range(starts.shape[0] - 1):
@@ -304,7 +305,8 @@ class _KernelSVM(BaseEstimator):
         rows = np.concatenate([rows for rows, _, _, _ in problems]).astype(np.int64)
         ys = np.concatenate([ys for _, ys, _, _ in problems])
         C = np.concatenate([C for _, _, C, _ in problems])
-        wide = np.maximum.reduceat(C, starts[:-1]) * np.maximum.reduceat(np.abs(diag[rows]), starts[:-1]) * EPS32 >= tol
+        first = starts[:-1]
+        wide = np.maximum.reduceat(C, first) * np.maximum.reduceat(np.abs(diag[rows]), first) * EPS32 >= tol
         n = len(gram.sq)
         if (4 + 8 * wide.any()) * n * n > cache_mb * 2**20:  # all rows' kernel values within the cache's budget too
             return {}
