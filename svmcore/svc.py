@@ -23,7 +23,7 @@ from .kernels import (CentredGram, Gram, KernelSpec, block_rows, centres, check_
                       densify_if_cheaper, gram_shifts, kernel_decision, kernel_diagonal, resolve_kernel,
                       surely_sparse)
 from .multiclass import ovo_pairs, ovo_votes
-from .probability import MIN_PROB, fit_sigmoid, pairwise_coupling, sigmoid_predict
+from .probability import MIN_PROB, _fit_sigmoid, fit_sigmoid, pairwise_coupling, sigmoid_predict
 from .qmatrix import EPS32, IN_MEMORY_ROWS, KernelQ, PrecomputedQ, cache_holds, float32_columns_suffice
 from .smo import SolverResult, compute_rho, solve, solve_in_memory, solve_whole, warn_not_converged
 
@@ -69,55 +69,71 @@ def _solve_cut(Q, train, y, C, diag, tol, working_set_size, shrinking, max_iter)
 
 
 @nb.njit(cache=True, nogil=True)
-def _solve_rows(K, r, cols, y, C, diag, tol, working_set_size, shrinking, max_iter):
-    """Solve the C-SVC dual on the rows r of a kernel matrix K (n, n) (float32 or float64, ``Gram.kernel_all``: row
-    r[b]'s column at cols[b]): Q = y_a y_b K[r_a, cols_b], as ``KernelQ.rows`` signs it (exactly: y is +-1), solved
-    in memory. Returns alpha, G, converged, KKT violation, iterations, pair steps, cache hits, misses."""
+def _signed_cut(K, r, cols, y, signed):
+    """K[r_a, cols_b] (n, n) of K's dtype, for the rows r of a kernel matrix K stored as ``Gram.kernel_all`` gives it
+    (row r[b]'s column at cols[b]); where ``signed``, times y_a y_b, as ``KernelQ.rows`` signs it (exactly: y is
+    +-1)."""
     n = r.shape[0]
-    Q = np.empty((n, n), dtype=K.dtype)
+    out = np.empty((n, n), dtype=K.dtype)
     for a in range(n):
         row = K[r[a]]
         for b in range(n):
-            Q[a, b] = row[cols[b]] * y[a] * y[b]
-    alpha = np.zeros(n)
-    G, converged, violation, n_iter, n_inner, hits, misses = solve_in_memory(
-        Q, np.full(n, -1.0), y, C, alpha, diag, tol, working_set_size, shrinking, max_iter)
-    return alpha, G, converged, violation, n_iter, n_inner, hits, misses
+            out[a, b] = row[cols[b]] * y[a] * y[b] if signed else row[cols[b]]
+    return out
 
 
 @nb.njit(cache=True, nogil=True)
-def _solve_pairs(K32, K64, column_of, diag, starts, rows, ys, C, held32, held64, tol, working_set_size, shrinking,
-                 max_iter, centred, dot, sq, indptr, indices, data, d, margin, small, alpha, G, counts, values):
+def _solve_pairs(K32, K64, column_of, diag, starts, rows, ys, C, perm_starts, perms, n_folds, held32, held64, tol,
+                 working_set_size, shrinking, max_iter, centred, dot, sq, indptr, indices, data, d, margin, small, alpha,
+                 G, counts, values):
     """The pairs of classes of a fit in one compiled call, each as :meth:`SVC._fit_binary` solves it from its
-    :class:`_PairBlock` (the same Q, solver and settings): pair m on rows[starts[m]:starts[m + 1]] of the Gram's
-    kernel matrices K32 (float32) and, where float32 columns cannot reach tol (float32_columns_suffice), K64
-    (float64; (0, 0) where no pair needs it), column j stored at column_of[j] (``Gram.kernel_all``), with labels ys
-    and bounds C over the same positions, diag the kernel's diagonal over all rows. A pair is left to the caller
-    (counts[m, 0] = 0) where :meth:`SVC._pair_block` gives no block: more rows than the cache holds (held32 /
-    held64: the most it holds), or rows that shift (``centred``: :func:`svmcore.kernels.gram_shifts` on the Gram's
-    arrays dot, sq, indptr, indices, data, d, margin, small).
-    Writes alpha and G (per position), counts[m] = (solved, converged, iterations, pair steps, cache hits, misses)
-    and values[m] = (KKT violation, rho)."""
+    :class:`_PairBlock` (the same Q, solver and settings) and, with ``n_folds`` > 0, as
+    :meth:`SVC._cross_val_decision` and :func:`svmcore.probability.fit_sigmoid` give its sigmoid: pair m on
+    rows[starts[m]:starts[m + 1]] of the Gram's kernel matrices K32 (float32) and K64 (float64; used where float32
+    columns cannot reach tol, float32_columns_suffice, and for the folds' decision values; (0, 0) where neither needs
+    it), column j stored at column_of[j] (``Gram.kernel_all``), with labels ys and bounds C over the same positions,
+    the folds' permutation perms[perm_starts[m]:perm_starts[m + 1]], diag the kernel's diagonal over all rows.
+
+    A pair is left to the caller (counts[m, 0] = 0) where :meth:`SVC._pair_block` gives no block (more rows than the
+    cache holds, held32 / held64 the most it holds, or rows that shift: ``centred``,
+    :func:`svmcore.kernels.gram_shifts` on the Gram's arrays dot, sq, indptr, indices, data, d, margin, small), and
+    where its folds need the caller: a fold that shifts, one that stops unconverged (its warning), decision values
+    that are not finite (fit_sigmoid's error). Writes alpha and G (per position), counts[m] = (solved, converged,
+    iterations, pair steps, cache hits, misses) and values[m] = (KKT violation, rho, A, B)."""
     for m in range(starts.shape[0] - 1):
         s, e = starts[m], starts[m + 1]
-        r = rows[s:e]
+        r, y, c = rows[s:e], ys[s:e], C[s:e]
         dg = diag[r]
-        wide = not np.max(C[s:e]) * np.max(np.abs(dg)) * EPS32 < tol
+        wide = not np.max(c) * np.max(np.abs(dg)) * EPS32 < tol
         if e - s > (held64 if wide else held32) or (centred and gram_shifts(dot, sq, indptr, indices, data, d, r,
                                                                             margin, small)):
-            counts[m, 0] = 0
             continue
+        cols = column_of[r]
+        Q32 = _signed_cut(K32, r, cols, y, True)
+        Q64 = _signed_cut(K64, r, cols, y, True) if wide else np.empty((0, 0))
+        if n_folds > 0:
+            kept = np.flatnonzero(c > 0)
+            f = np.zeros(kept.shape[0])
+            folds = np.zeros((4, n_folds), dtype=np.int64)
+            left, unconverged = _fold_decisions(
+                Q32, Q64, _signed_cut(K64, r, cols, y, False), dg, y, c, kept, perms[perm_starts[m]:perm_starts[m + 1]],
+                n_folds, EPS32, tol, working_set_size, shrinking, max_iter, centred, dot, sq, indptr, indices, data, d,
+                r, margin, small, f, folds, np.zeros((2, n_folds)), np.zeros((n_folds, kept.shape[0])))
+            if left > 0 or unconverged > 0 or not np.all(np.isfinite(f)):
+                continue
+            values[m, 2], values[m, 3] = _fit_sigmoid(f, y[kept] > 0, 100, 1e-10, 1e-12, 1e-5)  # fit_sigmoid's
+        a = np.zeros(e - s)
         if wide:
-            a, g, conv, viol, n_iter, n_inner, hits, misses = _solve_rows(K64, r, column_of[r], ys[s:e], C[s:e], dg,
-                                                                          tol, working_set_size, shrinking, max_iter)
+            g, conv, viol, n_iter, n_inner, hits, misses = solve_in_memory(
+                Q64, np.full(e - s, -1.0), y, c, a, dg, tol, working_set_size, shrinking, max_iter)
         else:
-            a, g, conv, viol, n_iter, n_inner, hits, misses = _solve_rows(K32, r, column_of[r], ys[s:e], C[s:e], dg,
-                                                                          tol, working_set_size, shrinking, max_iter)
+            g, conv, viol, n_iter, n_inner, hits, misses = solve_in_memory(
+                Q32, np.full(e - s, -1.0), y, c, a, dg, tol, working_set_size, shrinking, max_iter)
         alpha[s:e] = a
         G[s:e] = g
         counts[m, 0], counts[m, 1], counts[m, 2], counts[m, 3], counts[m, 4], counts[m, 5] = (1, conv, n_iter, n_inner,
                                                                                             hits, misses)
-        values[m, 0], values[m, 1] = viol, compute_rho(g, a, ys[s:e], C[s:e]) + 0.0  # + KernelQ.rho_shift: 0 on a Gram
+        values[m, 0], values[m, 1] = viol, compute_rho(g, a, y, c) + 0.0  # + KernelQ.rho_shift: 0 on a Gram
 
 
 @nb.njit(cache=True, nogil=True)
@@ -285,12 +301,14 @@ class _KernelSVM(BaseEstimator):
         return block if cache_holds(len(rows), settings["cache_size"], np.float64 if block.wide else np.float32) \
             else None
 
-    def _solve_on_gram(self, problems, spec, gram, settings):
+    def _solve_on_gram(self, problems, spec, gram, settings, n_folds=5):
         """Solve in one compiled call (:func:`_solve_pairs`) the pairs of ``problems`` that :meth:`_pair_block` would
-        give a block, with the same numbers; returns {index of the pair: (SolverResult, None)}. Their Python around
-        the solver was most of the time on small pairs (~40 us of ~50 a pair of sector's 300 rows in 92 classes).
-        The kernel values of all rows are computed once, as ``Gram.kernel`` gives them (float64 too where a pair
-        needs float64 columns: :func:`svmcore.qmatrix.float32_columns_suffice`), where they fit in ``cache_size``
+        give a block, with the same numbers, and with probability=True their folds and sigmoids as
+        :meth:`_cross_val_decision` and :func:`svmcore.probability.fit_sigmoid` give them; returns {index of the pair:
+        (SolverResult, (A, B) or None)}. Their Python around the solver was most of the time on small pairs (~40 us
+        of ~50 a pair of sector's 300 rows in 92 classes; ~100 us of ~155 with probability). The kernel values of all
+        rows are computed once, as ``Gram.kernel`` gives them (float64 too where a pair needs float64 columns,
+        :func:`svmcore.qmatrix.float32_columns_suffice`, or with probability), where they fit in ``cache_size``
         beside the Gram; otherwise every pair is left to the caller."""
         if self.callback is not None or self.verbose or len(problems) == 0:
             return {}
@@ -308,18 +326,25 @@ class _KernelSVM(BaseEstimator):
         first = starts[:-1]
         wide = np.maximum.reduceat(C, first) * np.maximum.reduceat(np.abs(diag[rows]), first) * EPS32 >= tol
         n = len(gram.sq)
-        if (4 + 8 * wide.any()) * n * n > cache_mb * 2**20:  # all rows' kernel values within the cache's budget too
+        need64 = self.probability or wide.any()
+        if (4 + 8 * need64) * n * n > cache_mb * 2**20:  # all rows' kernel values within the cache's budget too
             return {}
         K32 = gram.kernel_all(spec, np.float32)
-        K64 = gram.kernel_all(spec, np.float64) if wide.any() else np.empty((0, 0))
-        column_of = np.arange(len(gram.sq)) if gram.column_of is None else gram.column_of
+        K64 = gram.kernel_all(spec, np.float64) if need64 else np.empty((0, 0))
+        column_of = np.arange(n) if gram.column_of is None else gram.column_of
+        if self.probability:
+            perm_starts = np.concatenate([[0], np.cumsum([len(perm) for _, _, _, perm in problems])]).astype(np.int64)
+            perms = np.concatenate([perm for _, _, _, perm in problems]).astype(np.int64)
+        else:
+            perm_starts, perms, n_folds = np.zeros(len(problems) + 1, dtype=np.int64), np.zeros(0, dtype=np.int64), 0
         alpha, G = np.empty(len(rows)), np.empty(len(rows))
-        counts, values = np.zeros((len(problems), 6), dtype=np.int64), np.zeros((len(problems), 2))
+        counts, values = np.zeros((len(problems), 6), dtype=np.int64), np.zeros((len(problems), 4))
         q, max_iter = settings["working_set_size"], settings["max_iter"]
-        _solve_pairs(K32, K64, column_of, diag, starts, rows, ys, C, _most_held(cache_mb, np.float32),
-                     _most_held(cache_mb, np.float64), tol, 64 if q is None else int(q), bool(self.shrinking),
-                     -1 if max_iter is None else int(max_iter), centres(spec, True) and gram.sparse, gram.dot, gram.sq,
-                     *gram.csr_arrays(), Gram.MARGIN, Gram.SMALL, alpha, G, counts, values)
+        _solve_pairs(K32, K64, column_of, diag, starts, rows, ys, C, perm_starts, perms, n_folds,
+                     _most_held(cache_mb, np.float32), _most_held(cache_mb, np.float64), tol, 64 if q is None else int(q),
+                     bool(self.shrinking), -1 if max_iter is None else int(max_iter),
+                     centres(spec, True) and gram.sparse, gram.dot, gram.sq, *gram.csr_arrays(), Gram.MARGIN,
+                     Gram.SMALL, alpha, G, counts, values)
         done = np.flatnonzero(counts[:, 0])
         seconds = (time.perf_counter() - start) / max(len(done), 1)
         out = {}
@@ -330,7 +355,8 @@ class _KernelSVM(BaseEstimator):
             if not converged:
                 warn_not_converged(max_iter, n_inner, values[m, 0], tol, stacklevel=4)
             out[m] = (SolverResult(a, g, float(values[m, 1]), 0.5 * float(a @ (g - 1.0)), n_iter, n_inner,
-                                   float(values[m, 0]), hits / max(hits + misses, 1), seconds, bool(converged)), None)
+                                   float(values[m, 0]), hits / max(hits + misses, 1), seconds, bool(converged)),
+                      (float(values[m, 2]), float(values[m, 3])) if self.probability else None)
         return out
 
     @staticmethod
@@ -623,7 +649,7 @@ class SVC(ClassifierMixin, _KernelSVM):
         threads = min(self._n_threads(), len(pairs))
         tiny = 2 * len(yi) / len(classes) < _THREADED_PAIR_ROWS
         batch = {}
-        if fit_gram is not None and not self.probability and (threads == 1 or tiny):
+        if fit_gram is not None and (threads == 1 or tiny):
             batch = self._solve_on_gram(problems, spec, fit_gram, settings)
         rest = [problem for m, problem in enumerate(problems) if m not in batch]
         if threads > 1 and tiny:

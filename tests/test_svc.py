@@ -1089,9 +1089,9 @@ def test_small_dense_multiclass_cuts_its_pairs_from_one_gram(pendigits_full, mon
 
 def test_pairs_on_a_gram_solved_in_one_compiled_call_give_the_models_of_their_blocks(data_dir, pendigits_full,
                                                                                       monkeypatch):
-    # without probability, the pairs a _PairBlock would serve are solved together in compiled code: the same Q,
-    # solver and settings, so the same models to the bit as pair by pair in Python; pairs whose rows shift (the
-    # far-off column) are left to the per-pair path
+    # the pairs a _PairBlock would serve are solved together in compiled code, with probability their folds and
+    # sigmoids too: the same Q, solver and settings, so the same models to the bit as pair by pair in Python; pairs
+    # whose rows or folds shift (the far-off column) are left to the per-pair path
     from svmcore import svc
 
     X, y = pendigits_full[0][:600], pendigits_full[1][:600]
@@ -1107,7 +1107,9 @@ def test_pairs_on_a_gram_solved_in_one_compiled_call_give_the_models_of_their_bl
     monkeypatch.setattr(svc.SVC, "_solve_on_gram", spy)
     for est, A, b in ((svmcore.SVC(kernel="rbf", gamma=2.0, C=10.0), X, y),
                       (svmcore.SVC(kernel="poly", degree=2, gamma=1.0, coef0=1.0, C=1e5), X, y),  # float64 columns
-                      (svmcore.SVC(kernel="linear", C=1.0), far, y_far)):
+                      (svmcore.SVC(kernel="linear", C=1.0), far, y_far),
+                      (svmcore.SVC(kernel="rbf", gamma=2.0, C=10.0, probability=True, random_state=0), X, y),
+                      (svmcore.SVC(kernel="linear", C=1.0, probability=True, random_state=0), far, y_far)):
         solved.clear()
         fast = clone_of(est).fit(A, b)
         n_pairs, out = solved[0]
@@ -1115,7 +1117,8 @@ def test_pairs_on_a_gram_solved_in_one_compiled_call_give_the_models_of_their_bl
         with monkeypatch.context() as m:
             m.setattr(svc.SVC, "_solve_on_gram", lambda *args: {})
             slow = clone_of(est).fit(A, b)
-        for k in ("support_", "dual_coef_", "intercept_", "n_iter_", "objective_", "kkt_violation_"):
+        for k in ("support_", "dual_coef_", "intercept_", "n_iter_", "objective_", "kkt_violation_") + \
+                (("probA_", "probB_") if est.probability else ()):
             np.testing.assert_array_equal(getattr(fast, k), getattr(slow, k), err_msg=k)
 
 
