@@ -20,7 +20,7 @@ from ._validation import (NotFittedError, check_array, check_choice, check_class
                           check_sample_weight, check_scalar, make_rng, row_weights)
 from .base import BaseEstimator, ClassifierMixin
 from .kernels import (CentredGram, Gram, KernelSpec, block_rows, centres, check_fitted_gamma, check_gamma,
-                      densify_if_cheaper, gram_shifts, kernel_decision, kernel_diagonal, resolve_kernel,
+                      cut_block, densify_if_cheaper, gram_shifts, kernel_decision, kernel_diagonal, resolve_kernel,
                       surely_sparse)
 from .multiclass import ovo_pairs, ovo_votes
 from .probability import MIN_PROB, _fit_sigmoid, fit_sigmoid, pairwise_coupling, sigmoid_predict
@@ -58,27 +58,21 @@ def _solve_cut(Q, train, y, C, diag, tol, working_set_size, shrinking, max_iter)
     """Solve the C-SVC dual on the rows ``train`` of the pair's whole Q (float32 or float64 (n, n)): alpha, G,
     converged, KKT violation, pair steps (:func:`svmcore.smo.solve_in_memory`; y, C, diag are the cut's)."""
     m = train.shape[0]
-    cut = np.empty((m, m), dtype=Q.dtype)
-    for a in range(m):
-        for b in range(m):
-            cut[a, b] = Q[train[a], train[b]]
     alpha = np.zeros(m)
-    G, converged, violation, _, n_inner, _, _ = solve_in_memory(cut, np.full(m, -1.0), y, C, alpha, diag, tol,
-                                                                working_set_size, shrinking, max_iter)
+    G, converged, violation, _, n_inner, _, _ = solve_in_memory(cut_block(Q, train, train), np.full(m, -1.0), y, C,
+                                                                alpha, diag, tol, working_set_size, shrinking, max_iter)
     return alpha, G, converged, violation, n_inner
 
 
 @nb.njit(cache=True, nogil=True)
-def _signed_cut(K, r, cols, y, signed):
-    """K[r_a, cols_b] (n, n) of K's dtype, for the rows r of a kernel matrix K stored as ``Gram.kernel_all`` gives it
-    (row r[b]'s column at cols[b]); where ``signed``, times y_a y_b, as ``KernelQ.rows`` signs it (exactly: y is
+def _signed_cut(K, r, cols, y):
+    """Q = y_a y_b K[r_a, cols_b] (n, n) of K's dtype, for the rows r of a kernel matrix K stored as
+    ``Gram.kernel_all`` gives it (row r[b]'s column at cols[b]), signed as ``KernelQ.rows`` signs it (exactly: y is
     +-1)."""
-    n = r.shape[0]
-    out = np.empty((n, n), dtype=K.dtype)
-    for a in range(n):
-        row = K[r[a]]
-        for b in range(n):
-            out[a, b] = row[cols[b]] * y[a] * y[b] if signed else row[cols[b]]
+    out = cut_block(K, r, cols)
+    for a in range(r.shape[0]):
+        for b in range(r.shape[0]):
+            out[a, b] *= y[a] * y[b]
     return out
 
 
@@ -109,14 +103,14 @@ def _solve_pairs(K32, K64, column_of, diag, starts, rows, ys, C, perm_starts, pe
                                                                             margin, small)):
             continue
         cols = column_of[r]
-        Q32 = _signed_cut(K32, r, cols, y, True)
-        Q64 = _signed_cut(K64, r, cols, y, True) if wide else np.empty((0, 0))
+        Q32 = _signed_cut(K32, r, cols, y)
+        Q64 = _signed_cut(K64, r, cols, y) if wide else np.empty((0, 0))
         if n_folds > 0:
             kept = np.flatnonzero(c > 0)
             f = np.zeros(kept.shape[0])
             folds = np.zeros((4, n_folds), dtype=np.int64)
             left, unconverged = _fold_decisions(
-                Q32, Q64, _signed_cut(K64, r, cols, y, False), dg, y, c, kept, perms[perm_starts[m]:perm_starts[m + 1]],
+                Q32, Q64, cut_block(K64, r, cols), dg, y, c, kept, perms[perm_starts[m]:perm_starts[m + 1]],
                 n_folds, EPS32, tol, working_set_size, shrinking, max_iter, centred, dot, sq, indptr, indices, data, d,
                 r, margin, small, f, folds, np.zeros((2, n_folds)), np.zeros((n_folds, kept.shape[0])))
             if left > 0 or unconverged > 0 or not np.all(np.isfinite(f)):
