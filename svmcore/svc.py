@@ -77,14 +77,14 @@ def _signed_cut(K, r, cols, y):
 
 
 @nb.njit(cache=True, nogil=True)
-def _solve_pairs(K32, K64, column_of, diag, starts, rows, ys, C, perm_starts, perms, n_folds, held32, held64, tol,
-                 working_set_size, shrinking, max_iter, centred, dot, sq, indptr, indices, data, d, margin, small, alpha,
-                 G, counts, values):
+def _solve_pairs(K32, K64, column_of, diag, starts, rows, ys, C, wide, perm_starts, perms, n_folds, held32, held64,
+                 tol, working_set_size, shrinking, max_iter, centred, dot, sq, indptr, indices, data, d, margin, small,
+                 alpha, G, counts, values):
     """The pairs of classes of a fit in one compiled call, each as :meth:`SVC._fit_binary` solves it from its
     :class:`_PairBlock` (the same Q, solver and settings) and, with ``n_folds`` > 0, as
     :meth:`SVC._cross_val_decision` and :func:`svmcore.probability.fit_sigmoid` give its sigmoid: pair m on
-    rows[starts[m]:starts[m + 1]] of the Gram's kernel matrices K32 (float32) and K64 (float64; used where float32
-    columns cannot reach tol, float32_columns_suffice, and for the folds' decision values; (0, 0) where neither needs
+    rows[starts[m]:starts[m + 1]] of the Gram's kernel matrices K32 (float32) and K64 (float64; used where
+    ``wide[m]``, float32 columns cannot reach tol, and for the folds' decision values; (0, 0) where neither needs
     it), column j stored at column_of[j] (``Gram.kernel_all``), with labels ys and bounds C over the same positions,
     the folds' permutation perms[perm_starts[m]:perm_starts[m + 1]], diag the kernel's diagonal over all rows.
 
@@ -98,13 +98,12 @@ def _solve_pairs(K32, K64, column_of, diag, starts, rows, ys, C, perm_starts, pe
         s, e = starts[m], starts[m + 1]
         r, y, c = rows[s:e], ys[s:e], C[s:e]
         dg = diag[r]
-        wide = not np.max(c) * np.max(np.abs(dg)) * EPS32 < tol
-        if e - s > (held64 if wide else held32) or (centred and gram_shifts(dot, sq, indptr, indices, data, d, r,
+        if e - s > (held64 if wide[m] else held32) or (centred and gram_shifts(dot, sq, indptr, indices, data, d, r,
                                                                             margin, small)):
             continue
         cols = column_of[r]
         Q32 = _signed_cut(K32, r, cols, y)
-        Q64 = _signed_cut(K64, r, cols, y) if wide else np.empty((0, 0))
+        Q64 = _signed_cut(K64, r, cols, y) if wide[m] else np.empty((0, 0))
         if n_folds > 0:
             kept = np.flatnonzero(c > 0)
             f = np.zeros(kept.shape[0])
@@ -117,7 +116,7 @@ def _solve_pairs(K32, K64, column_of, diag, starts, rows, ys, C, perm_starts, pe
                 continue
             values[m, 2], values[m, 3] = _fit_sigmoid(f, y[kept] > 0, 100, 1e-10, 1e-12, 1e-5)  # fit_sigmoid's
         a = np.zeros(e - s)
-        if wide:
+        if wide[m]:
             g, conv, viol, n_iter, n_inner, hits, misses = solve_in_memory(
                 Q64, np.full(e - s, -1.0), y, c, a, dg, tol, working_set_size, shrinking, max_iter)
         else:
@@ -317,8 +316,8 @@ class _KernelSVM(BaseEstimator):
         rows = np.concatenate([rows for rows, _, _, _ in problems]).astype(np.int64)
         ys = np.concatenate([ys for _, ys, _, _ in problems])
         C = np.concatenate([C for _, _, C, _ in problems])
-        first = starts[:-1]
-        wide = np.maximum.reduceat(C, first) * np.maximum.reduceat(np.abs(diag[rows]), first) * EPS32 >= tol
+        first = starts[:-1]  # float32_columns_suffice per pair, on its C and diagonal:
+        wide = ~(np.maximum.reduceat(C, first) * np.maximum.reduceat(np.abs(diag[rows]), first) * EPS32 < tol)
         n = len(gram.sq)
         need64 = self.probability or wide.any()
         if (4 + 8 * need64) * n * n > cache_mb * 2**20:  # all rows' kernel values within the cache's budget too
@@ -334,7 +333,7 @@ class _KernelSVM(BaseEstimator):
         alpha, G = np.empty(len(rows)), np.empty(len(rows))
         counts, values = np.zeros((len(problems), 6), dtype=np.int64), np.zeros((len(problems), 4))
         q, max_iter = settings["working_set_size"], settings["max_iter"]
-        _solve_pairs(K32, K64, column_of, diag, starts, rows, ys, C, perm_starts, perms, n_folds,
+        _solve_pairs(K32, K64, column_of, diag, starts, rows, ys, C, wide, perm_starts, perms, n_folds,
                      _most_held(cache_mb, np.float32), _most_held(cache_mb, np.float64), tol, 64 if q is None else int(q),
                      bool(self.shrinking), -1 if max_iter is None else int(max_iter),
                      centres(spec, True) and gram.sparse, gram.dot, gram.sq, *gram.csr_arrays(), Gram.MARGIN,
