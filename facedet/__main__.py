@@ -5,10 +5,13 @@ It imports nothing heavy before it takes over Ctrl-C, so that any Ctrl-C ends th
 - while typer, numpy and numba load (a traceback before);
 - inside a numba kernel, where the KeyboardInterrupt surfaces as SystemErrors chained to it;
 - where numba's loader swallows it: llvmlite ignores exceptions raised in its ctypes callbacks, and the
-  command then ran on to exit 0.
+  command then ran on to print its results; the press is recorded (:mod:`facedet._interrupt`) and the
+  command stops at its next step (a progress update, an output).
 """
 import signal
 import sys
+
+from . import _interrupt
 
 
 def _caused_by_interrupt(exc):
@@ -21,13 +24,9 @@ def _caused_by_interrupt(exc):
 
 def main():
     """Run :func:`facedet.cli.main`; exit 130 if Ctrl-C was pressed at any point."""
-    pressed = []
-
-    def on_sigint(signum, frame):
-        pressed.append(signum)
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGINT, on_sigint)
+    pressed = _interrupt.pressed
+    pressed.clear()
+    previous = signal.signal(signal.SIGINT, _interrupt.on_sigint)
     code = 0
     try:
         from .cli import main as cli_main
@@ -41,7 +40,9 @@ def main():
         pressed.append(signal.SIGINT)
     finally:
         signal.signal(signal.SIGINT, previous)
-    if pressed:
+        interrupted = bool(pressed)
+        pressed.clear()  # a later command in the same process (tests) starts unpressed
+    if interrupted:
         print("interrupted", file=sys.stderr)
         code = 130
     sys.exit(code)

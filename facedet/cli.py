@@ -22,6 +22,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn
 from rich.table import Table
 from rich.text import Text
 
+from . import _interrupt
+
 
 def exit_codes(failed="an input file", unusable="model, folder, CSV or output path", also=""):
     """The exit codes as the help pages state them: one text for the program and every command, which differ only
@@ -111,6 +113,7 @@ def _print(*objects, **kwargs):
     cannot take it (a full disk, a closed pipe) is one line on stderr and exit 1 at the end (:func:`_exit`),
     not a traceback, and the command's other outputs are still written."""
     raw = kwargs.pop("raw", False)
+    _interrupt.check()  # no results after Ctrl-C
     if _stdout["lost"]:
         return
     try:
@@ -144,6 +147,7 @@ def _exit(failed):
 
 def _write(save, path):
     """Run ``save(path)``; an OSError (disk full, ...) is reported with the user's path, exit 1."""
+    _interrupt.check()
     try:
         save(path)
     except OSError as exc:
@@ -161,9 +165,21 @@ def _load_detector(model: Optional[Path]):
         _usage(f"cannot load model: {exc}")
 
 
+class _Progress(Progress):
+    """rich's Progress whose every update is a point where a swallowed Ctrl-C stops the command."""
+
+    def update(self, *args, **kwargs):
+        _interrupt.check()
+        super().update(*args, **kwargs)
+
+    def advance(self, *args, **kwargs):
+        _interrupt.check()
+        super().advance(*args, **kwargs)
+
+
 def _progress():
-    return Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                    TextColumn("{task.fields[info]}"), TimeElapsedColumn(), console=err, transient=True)
+    return _Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                     TextColumn("{task.fields[info]}"), TimeElapsedColumn(), console=err, transient=True)
 
 
 def _svm_callback(progress, task):
@@ -553,6 +569,7 @@ def detect(
                             "faces": [{"x": int(round(b[0])), "y": int(round(b[1])), "w": int(round(b[2])),
                                        "h": int(round(b[3])), "score": round(float(b[4]), 4)} for b in boxes]})
             if target is not None:  # a failed write loses the picture, not the detections
+                _interrupt.check()
                 try:
                     target.parent.mkdir(parents=True, exist_ok=True)
                     write_image(target, draw_boxes(rgb, boxes))

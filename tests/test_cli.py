@@ -354,10 +354,14 @@ def test_ctrl_c_inside_a_numba_kernel_exits_130(monkeypatch, capsys):
         entry.main()
 
 
-def test_ctrl_c_that_a_callback_swallowed_still_exits_130(monkeypatch, capsys):
-    # llvmlite ignores exceptions raised in its ctypes callbacks: Ctrl-C while numba loads a kernel was lost
+@pytest.mark.parametrize("step", ["print", "progress", "write"])
+def test_ctrl_c_that_a_callback_swallowed_stops_the_command_at_its_next_step(monkeypatch, capsys, tmp_path, step):
+    # llvmlite ignores exceptions raised in its ctypes callbacks: Ctrl-C while numba loads a kernel was lost, and
+    # the command ran on to print its results (CI, 2026-11-27) or to exit 0
     import facedet.__main__ as entry
     import facedet.cli as cli
+
+    ran_on = []
 
     def swallowed(**kw):
         try:
@@ -365,13 +369,25 @@ def test_ctrl_c_that_a_callback_swallowed_still_exits_130(monkeypatch, capsys):
             time.sleep(1)  # the handler runs here
         except KeyboardInterrupt:
             pass
+        if step == "print":
+            cli._print("results\n", raw=True)
+        elif step == "progress":
+            with cli._progress() as progress:
+                progress.advance(progress.add_task("detecting", total=2, info=""))
+        else:
+            cli._write(lambda path: path.write_text("model"), tmp_path / "m.npz")
+        ran_on.append(step)
         raise SystemExit(0)
 
     monkeypatch.setattr(cli, "app", swallowed)
     with pytest.raises(SystemExit) as exit_:
         entry.main()
-    assert exit_.value.code == 130 and "interrupted" in capsys.readouterr().err
+    out, err = capsys.readouterr()
+    assert exit_.value.code == 130 and "interrupted" in err and "Traceback" not in err
+    assert ran_on == [] and out == "" and not (tmp_path / "m.npz").exists()
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # restored
+    cli._print("next command\n", raw=True)  # the press does not outlive its command
+    assert capsys.readouterr().out == "next command\n"
 
 
 def test_ctrl_c_while_the_command_loads_exits_130_without_a_traceback(data_dir):
