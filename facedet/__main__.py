@@ -24,8 +24,7 @@ def _caused_by_interrupt(exc):
 
 def main():
     """Run :func:`facedet.cli.main`; exit 130 if Ctrl-C was pressed at any point."""
-    pressed = _interrupt.pressed
-    pressed.clear()
+    pressed = _interrupt.pressed  # empty: the handler is ours only inside this call, which clears it
     previous = signal.signal(signal.SIGINT, _interrupt.on_sigint)
     code = 0
     try:
