@@ -11,6 +11,8 @@ Augmentation (mirror, small shifts) and random non-face windows cut from face-fr
 """
 from __future__ import annotations
 
+import csv
+import math
 import os
 import zipfile
 from pathlib import Path
@@ -248,3 +250,240 @@ def sample_windows(grey, n, rng, min_window=WINDOW):
     ys = (rng.random(n) * (H - sizes + 1)).astype(int)
     xs = (rng.random(n) * (W - sizes + 1)).astype(int)
     return np.stack([to_window(grey[y:y + s, x:x + s]) for y, x, s in zip(ys, xs, sizes)])
+
+
+# --- faces cut from landmark-annotated photos ------------------------------------------------------------
+
+LANDMARK_COLUMNS = ("left_eye_x", "left_eye_y", "right_eye_x", "right_eye_y", "mouth_x", "mouth_y")
+# dlib's frontal-face box from eyes and mouth (shared/data README, "Box convention"): centre E + 0.433 (M - E),
+# side 1.281 |eye distance| + 1.003 |M - E|, E the eyes' midpoint, M the mouth; fitted on 1,992 faces
+BOX_FROM_LANDMARKS = (0.433, 1.281, 1.003)
+
+
+def read_landmarks(csv_path, split=None) -> dict[str, np.ndarray]:
+    """Face landmarks from a CSV file, one row per face: ``{image: (m, 3, 2) float64}``, the points
+    (left eye, right eye, mouth centre) as (x, y) pixels, in file order.
+
+    Columns (header row, any order and case, extra columns such as ``nose_x`` ignored): ``image`` and
+    ``left_eye_x, left_eye_y, right_eye_x, right_eye_y, mouth_x, mouth_y`` ("left": the eye on the image's
+    left), optionally ``split`` (rows of another split are skipped), as ``caltech_webfaces/landmarks.csv`` and
+    ``mit_cmu_frontal/landmarks.csv`` of the shared data. Raises FileNotFoundError for a missing file and
+    ValueError naming the file and line for a missing column, a field that is not a finite number, an empty
+    image name, a ``split`` requested of a file without that column, or no face left.
+    """
+    path = Path(csv_path)
+    out: dict[str, list] = {}
+    with open(path, newline="", encoding="utf-8-sig") as f:
+        reader = csv.DictReader(f)
+        reader.fieldnames = [c.strip().lower() for c in (reader.fieldnames or [])]
+        missing = [c for c in ("image", *LANDMARK_COLUMNS) if c not in reader.fieldnames]
+        if missing:
+            raise ValueError(f"{path}: missing column(s) {', '.join(missing)}")
+        if split is not None and "split" not in reader.fieldnames:
+            raise ValueError(f"{path}: split={split!r} requested but the file has no 'split' column")
+        for row in reader:
+            if split is not None and (row.get("split") or "").strip() != split:
+                continue
+            name = os.path.normpath((row.get("image") or "").strip()) if (row.get("image") or "").strip() else ""
+            try:
+                values = [float(row[c]) for c in LANDMARK_COLUMNS]
+            except (TypeError, ValueError):
+                values = [math.nan]
+            if not name or not np.isfinite(values).all():
+                raise ValueError(f"{path}, line {reader.line_num}: expected an image name and six finite coordinates")
+            out.setdefault(name, []).append(values)
+    if not out:
+        raise ValueError(f"{path}: no faces" + (f" in split {split!r}" if split is not None else ""))
+    return {name: np.array(v).reshape(-1, 3, 2) for name, v in out.items()}
+
+
+def landmark_boxes(points) -> np.ndarray:
+    """Face boxes in dlib's frontal-face convention (eyebrows to chin, cheek to cheek) from landmarks
+    (m, 3, 2) [left eye, right eye, mouth] (x, y) pixels: (m, 4) float64 square boxes x, y, w, h
+    (:data:`BOX_FROM_LANDMARKS`)."""
+    p = np.asarray(points, dtype=np.float64).reshape(-1, 3, 2)
+    eyes = (p[:, 0] + p[:, 1]) / 2
+    down = p[:, 2] - eyes
+    a, b, c = BOX_FROM_LANDMARKS
+    centre = eyes + a * down
+    side = b * np.hypot(*(p[:, 1] - p[:, 0]).T) + c * np.hypot(*down.T)
+    return np.c_[centre - side[:, None] / 2, side, side]
+
+
+def landmark_windows(grey, points, box, *, tilt=None, zoom=None, offset=None):
+    """19x19 windows of the faces of a grey image, framed by their landmarks as a detector frames them.
+
+    A detector with the window-to-box map ``box`` = (dx, dy, k) (:attr:`facedet.Detector.box`) reports the
+    window of side s at centre c as the face box of side k s centred at c + (dx, dy) s; this cuts, for each
+    face, the window whose box is the face's :func:`landmark_boxes` box, offsets taken along the face's eye
+    line. It is the inverse map, so the patches have the framing the scan will see.
+
+    Parameters
+    ----------
+    grey : (H, W) uint8
+    points : (n, 3, 2) float
+        For each window, its face's landmarks [left eye, right eye, mouth] (x, y) in pixels (repeat a face's
+        points for several windows of it).
+    box : (dx, dy, k) floats, k > 0
+    tilt : (n,) float or None
+        The face's in-plane angle in the window, degrees (0: eyes level; positive: the right eye lower, the
+        sense of the photo's own eye line); None, or NaN for a window: as in the photo (an upright window).
+    zoom : (n,) float > 0 or None
+        The face appears ``zoom`` times as large (the window side is s / zoom); None: 1.
+    offset : (n, 2) float or None
+        The window moved by (x, y) window sides, in the window's axes; None: 0.
+
+    Returns
+    -------
+    windows : (n, 19, 19) uint8
+        Shrunk with ``cv2.INTER_AREA`` (as the scan's pyramid is) and rotated bilinearly; pixels outside the
+        image replicate its edge.
+    window_points : (n, 3, 2) float64
+        The landmarks in window pixels (0..19), for privileged features or checks.
+
+    Raises
+    ------
+    ValueError
+        For mis-shaped or non-finite points, a zoom <= 0, a box scale k <= 0, or an image that is not (H, W).
+    TypeError
+        For an image that is not uint8.
+    """
+    grey = _check_grey(grey, "landmark_windows")
+    p = np.asarray(points, dtype=np.float64)
+    if p.ndim != 3 or p.shape[1:] != (3, 2) or not np.isfinite(p).all():
+        raise ValueError(f"points: expected finite (n, 3, 2) landmarks, got shape {p.shape}")
+    n = len(p)
+    dx, dy, k = (float(v) for v in box)
+    if not k > 0:
+        raise ValueError(f"box: the scale k must be > 0, got {k}")
+    tilt = np.full(n, np.nan) if tilt is None else np.broadcast_to(np.asarray(tilt, np.float64), (n,))
+    zoom = np.ones(n) if zoom is None else np.broadcast_to(np.asarray(zoom, np.float64), (n,))
+    offset = np.zeros((n, 2)) if offset is None else np.broadcast_to(np.asarray(offset, np.float64), (n, 2))
+    if not (np.isfinite(zoom).all() and (zoom > 0).all() and np.isfinite(offset).all()):
+        raise ValueError("zoom must be finite and > 0, offset finite")
+    faces = landmark_boxes(p)
+    centre, side = faces[:, :2] + faces[:, 2:3] / 2, faces[:, 2]
+    roll = np.degrees(np.arctan2(p[:, 1, 1] - p[:, 0, 1], p[:, 1, 0] - p[:, 0, 0]))
+    # the window's rotation in the photo: upright (0) as scanned, or turned so that the face shows ``tilt``
+    turn = np.where(np.isnan(tilt), 0.0, roll - np.nan_to_num(tilt))
+    s = side / k / zoom
+    r, t = np.radians(roll), np.radians(turn)
+    # the box map's offset runs along the face's axes; the augmentation's offset along the window's
+    centre = centre - s[:, None] * zoom[:, None] * np.c_[dx * np.cos(r) - dy * np.sin(r), dx * np.sin(r) + dy * np.cos(r)]
+    centre = centre + s[:, None] * np.c_[offset[:, 0] * np.cos(t) - offset[:, 1] * np.sin(t),
+                                         offset[:, 0] * np.sin(t) + offset[:, 1] * np.cos(t)]
+    windows = np.empty((n, WINDOW, WINDOW), np.uint8)
+    window_points = np.empty((n, 3, 2))
+    H, W = grey.shape
+    for i in range(n):
+        # shrink a crop around the window first (INTER_AREA, as the pyramid), then one small bilinear warp
+        f = min(1.0, WINDOW / s[i])
+        half = 0.75 * s[i] + 2  # the rotated window's corners (s / sqrt(2)) with a margin
+        x0, y0 = int(np.floor(centre[i, 0] - half)), int(np.floor(centre[i, 1] - half))
+        x1, y1 = int(np.ceil(centre[i, 0] + half)) + 1, int(np.ceil(centre[i, 1] + half)) + 1
+        crop = cv2.copyMakeBorder(grey[max(y0, 0):min(y1, H), max(x0, 0):min(x1, W)],
+                                  max(-y0, 0), max(y1 - H, 0), max(-x0, 0), max(x1 - W, 0), cv2.BORDER_REPLICATE)
+        size = (max(1, round(crop.shape[1] * f)), max(1, round(crop.shape[0] * f)))
+        fx, fy = size[0] / crop.shape[1], size[1] / crop.shape[0]
+        small = cv2.resize(crop, size, interpolation=cv2.INTER_AREA) if f < 1 else crop
+        # window pixel u = R(-turn) (image point - centre) * 19 / s + 9 (pixel centres at 0..18)
+        M = cv2.getRotationMatrix2D((0.0, 0.0), float(turn[i]), WINDOW / s[i])
+        A = M[:, :2] @ np.diag([1 / fx, 1 / fy])  # from the shrunk crop's pixels
+        # (boxes put pixel j's centre at j + 0.5; OpenCV at j, and a shrink by f maps j to (j + 0.5) f - 0.5)
+        c_small = ((centre[i, 0] - x0) * fx - 0.5, (centre[i, 1] - y0) * fy - 0.5)
+        b = np.array([(WINDOW - 1) / 2, (WINDOW - 1) / 2]) - A @ c_small
+        windows[i] = cv2.warpAffine(small, np.c_[A, b], (WINDOW, WINDOW), flags=cv2.INTER_LINEAR,
+                                    borderMode=cv2.BORDER_REPLICATE)
+        window_points[i] = (p[i] - centre[i]) @ M[:, :2].T + (WINDOW - 1) / 2
+    return windows, window_points
+
+
+def load_landmark_faces(landmarks_csv, image_dir, box, *, split=None, min_side=20.0, rotations=2, max_tilt=20.0,
+                        max_shift=0.05, max_zoom=1.1, mirror=True, seed=0, errors=None, max_pixels=MAX_PIXELS,
+                        callback=None):
+    """Face windows cut from landmark-annotated photos, with the variation of real photos.
+
+    Every face of ``landmarks_csv`` (:func:`read_landmarks`) whose box (:func:`landmark_boxes`) is at least
+    ``min_side`` pixels and whose window lies inside its image (to 10% of its side) gives ``1 + rotations``
+    windows (:func:`landmark_windows`): one as in the photo (the face's own tilt, which the eye line gives),
+    and ``rotations`` tilted to an angle drawn uniformly in +-``max_tilt`` degrees; every window is moved by up
+    to ``max_shift`` window sides and zoomed by a factor drawn log-uniformly in [1 / max_zoom, max_zoom]; with
+    ``mirror`` each window's mirror image follows.
+
+    Parameters
+    ----------
+    landmarks_csv : path
+    image_dir : path
+        The folder the CSV's image names are relative to.
+    box : (dx, dy, k)
+        The detector's window-to-box map (:attr:`facedet.Detector.box`): the framing of the windows.
+    split : str or None
+        Only the CSV rows of this split.
+    errors : list or None
+        Unreadable images raise :class:`facedet.imageio.ImageError`, unless ``errors`` is a list: then
+        ``(path, exc)`` is appended and the image's faces skipped.
+    callback : callable or None
+        Called with ``(images done, images in all)`` after each image (progress).
+
+    Returns
+    -------
+    windows : (n, 19, 19) uint8
+        The windows of each face together, faces in file order.
+    window_points : (n, 3, 2) float64
+        Each window's landmarks [left eye, right eye, mouth] in window pixels (mirrored with the window).
+    face : (n,) int64
+        The face each window comes from (its index among the faces kept), to keep a face's windows in one fold.
+
+    Raises
+    ------
+    ValueError
+        For a bad CSV (see :func:`read_landmarks`), bad augmentation settings, or no face kept.
+    """
+    check_scalar(min_side, "min_side", lo=0)
+    check_scalar(rotations, "rotations", lo=0, integer=True)
+    check_scalar(max_tilt, "max_tilt", lo=0)
+    check_scalar(max_shift, "max_shift", lo=0)
+    check_scalar(max_zoom, "max_zoom", lo=1)
+    rng = np.random.default_rng(seed)
+    faces = read_landmarks(landmarks_csv, split)
+    out_w, out_p, out_f = [], [], []
+    n_faces = 0
+    for done, (name, points) in enumerate(faces.items()):
+        path = Path(image_dir) / name
+        try:
+            grey = read_grey(path, max_pixels=max_pixels)
+        except ImageError as exc:
+            if errors is None:
+                raise
+            errors.append((path, exc))
+            continue
+        boxes = landmark_boxes(points)
+        side = boxes[:, 2] / float(box[2])  # the window's side
+        centre = boxes[:, :2] + boxes[:, 2:3] / 2
+        margin = 0.5 * side * 0.9
+        H, W = grey.shape
+        keep = ((boxes[:, 2] >= min_side) & (centre[:, 0] - margin >= 0) & (centre[:, 1] - margin >= 0)
+                & (centre[:, 0] + margin <= W) & (centre[:, 1] + margin <= H))
+        points = points[keep]
+        if len(points):
+            m = 1 + rotations
+            tilt = np.where(np.arange(m) == 0, np.nan, 1.0)[None, :] * rng.uniform(-max_tilt, max_tilt, (len(points), m))
+            zoom = np.exp(rng.uniform(-np.log(max_zoom), np.log(max_zoom), (len(points), m)))
+            offset = rng.uniform(-max_shift, max_shift, (len(points), m, 2))
+            w, p = landmark_windows(grey, np.repeat(points, m, axis=0), box, tilt=tilt.ravel(), zoom=zoom.ravel(),
+                                    offset=offset.reshape(-1, 2))
+            ids = np.repeat(np.arange(n_faces, n_faces + len(points)), m)
+            if mirror:
+                flipped = p[:, [1, 0, 2]].copy()  # the left eye becomes the right one
+                flipped[:, :, 0] = WINDOW - 1 - flipped[:, :, 0]
+                w, p = np.stack([w, w[:, :, ::-1]], 1).reshape(-1, WINDOW, WINDOW), np.stack([p, flipped], 1).reshape(-1, 3, 2)
+                ids = np.repeat(ids, 2)
+            out_w.append(w)
+            out_p.append(p)
+            out_f.append(ids)
+            n_faces += len(points)
+        if callback is not None:
+            callback(done + 1, len(faces))
+    if not out_w:
+        raise ValueError(f"{landmarks_csv}: no face of at least {min_side} px inside its image")
+    return np.ascontiguousarray(np.concatenate(out_w)), np.concatenate(out_p), np.concatenate(out_f)

@@ -5,8 +5,9 @@ import numpy as np
 import pytest
 
 from facedet.imageio import ImageError, read_grey
-from facedet.patches import augment, find_class_folders, load_folder, load_npz, load_patches, sample_windows, shift, warp, \
-    to_window
+from facedet.patches import (augment, find_class_folders, landmark_boxes, landmark_windows, load_folder,
+                             load_landmark_faces, load_npz, load_patches, read_landmarks, sample_windows, shift,
+                             to_window, warp)
 
 
 @pytest.fixture(scope="module")
@@ -189,3 +190,92 @@ def test_augment_takes_uint8_windows_only_and_any_count(cbcl_npz):
     for bad in (X > 100, X.astype(np.int64)):  # OpenCV's warps refused these with their own messages
         with pytest.raises(TypeError, match="windows: expected uint8"):
             augment(bad, angles=(5,))
+
+
+# --- faces cut by their landmarks (caltech_webfaces) ----------------------------------------------------
+
+FRAMING = (0.048, 0.039, 1.571)
+
+
+@pytest.fixture(scope="module")
+def webfaces(data_dir):
+    return data_dir / "caltech_webfaces"
+
+
+def test_landmark_boxes_are_the_data_sets_derived_boxes(webfaces):
+    """The box formula reproduces boxes.csv (derived from the same points, one decimal) for every face."""
+    import csv
+
+    points = read_landmarks(webfaces / "landmarks.csv")
+    assert sum(len(p) for p in points.values()) == 10524 and len(points) == 7092
+    rows = list(csv.DictReader(open(webfaces / "boxes.csv")))
+    ours = np.concatenate([landmark_boxes(p) for p in points.values()])
+    order = {}
+    for r in rows:  # the same image order, faces in file order within an image
+        order.setdefault(r["image"], []).append([float(r[c]) for c in "xywh"])
+    theirs = np.concatenate([np.array(order[name]) for name in points])
+    assert np.abs(ours - theirs).max() <= 0.051
+    val = read_landmarks(webfaces / "landmarks.csv", split="val")
+    assert sum(len(p) for p in val.values()) == sum(r["split"] == "val" for r in rows)
+    assert all(int(n[3:8]) % 5 == 0 for n in val)
+
+
+def test_landmark_windows_frame_the_face_as_the_box_map_says(webfaces):
+    points = read_landmarks(webfaces / "landmarks.csv", split="val")
+    name, p = next((n, p) for n, p in points.items() if len(p) == 1 and landmark_boxes(p)[0, 2] > 60)
+    grey = read_grey(webfaces / "images" / name)
+    dx, dy, k = FRAMING
+    w, wp = landmark_windows(grey, np.repeat(p, 3, 0), FRAMING, tilt=[0.0, 15.0, np.nan])
+    assert w.shape == (3, 19, 19) and w.dtype == np.uint8
+    eyes, mouth = (wp[:, 0] + wp[:, 1]) / 2, wp[:, 2]
+    # upright: eyes level, and the box centre E + 0.433 (M - E) sits at the window centre + the map's offset
+    assert abs(wp[0, 0, 1] - wp[0, 1, 1]) < 1e-9
+    np.testing.assert_allclose(eyes[0] + 0.433 * (mouth[0] - eyes[0]), [9 + 19 * dx, 9 + 19 * dy], atol=1e-6)
+    # the box's side (1.281 eye distance + 1.003 eye-mouth) is k windows
+    side = 1.281 * np.hypot(*(wp[:, 1] - wp[:, 0]).T) + 1.003 * np.hypot(*(mouth - eyes).T)
+    np.testing.assert_allclose(side, 19 * k, rtol=1e-9)
+    tilt = np.degrees(np.arctan2(wp[:, 1, 1] - wp[:, 0, 1], wp[:, 1, 0] - wp[:, 0, 0]))
+    roll = np.degrees(np.arctan2(p[0, 1, 1] - p[0, 0, 1], p[0, 1, 0] - p[0, 0, 0]))
+    np.testing.assert_allclose(tilt, [0.0, 15.0, roll], atol=1e-6)
+    # the photo's own tilt is an axis-aligned window: the INTER_AREA shrink of the square it covers
+    s = landmark_boxes(p)[0, 2] / k
+    c = landmark_boxes(p)[0, :2] + landmark_boxes(p)[0, 2] / 2 - s * np.array([dx, dy]) @ np.array(
+        [[np.cos(np.radians(roll)), np.sin(np.radians(roll))], [-np.sin(np.radians(roll)), np.cos(np.radians(roll))]])
+    x0, y0 = np.rint(c - s / 2).astype(int)
+    direct = to_window(grey[y0:y0 + int(round(s)), x0:x0 + int(round(s))])
+    assert np.abs(direct.astype(int) - w[2]).mean() < 8
+
+
+def test_load_landmark_faces_counts_mirrors_and_reports_bad_images(webfaces, tmp_path):
+    lines = open(webfaces / "landmarks.csv").read().splitlines()
+    header, rows = lines[0], [r for r in lines[1:] if r.startswith("val,")][:30]
+    csv_path = tmp_path / "points.csv"
+    csv_path.write_text("\n".join([header, *rows, "val,missing.jpg,1,1,5,1,3,3,3,5"]) + "\n")
+    names = sorted({r.split(",")[1] for r in rows})
+    for n in names:
+        (tmp_path / n).symlink_to(webfaces / "images" / n)
+    errors = []
+    w, wp, face = load_landmark_faces(csv_path, tmp_path, FRAMING, rotations=2, errors=errors)
+    assert [str(p.name) for p, _ in errors] == ["missing.jpg"]
+    n_faces = face.max() + 1
+    assert len(w) == n_faces * 3 * 2 and np.array_equal(np.bincount(face), np.full(n_faces, 6))
+    assert 20 <= n_faces <= 30  # faces under 20 px or leaving their image are skipped
+    np.testing.assert_array_equal(w[1::2], w[0::2, :, ::-1])  # each window, then its mirror image
+    np.testing.assert_allclose(wp[1::2, 0, 0], 18 - wp[0::2, 1, 0])  # the mirrored left eye is the right one
+    again, _, _ = load_landmark_faces(csv_path, tmp_path, FRAMING, rotations=2, errors=[])
+    np.testing.assert_array_equal(w, again)  # seeded
+    with pytest.raises(ImageError):
+        load_landmark_faces(csv_path, tmp_path, FRAMING)
+
+
+@pytest.mark.parametrize("text, message", [
+    ("image,left_eye_x,left_eye_y\na.jpg,1,2\n", "missing column"),
+    ("image,left_eye_x,left_eye_y,right_eye_x,right_eye_y,mouth_x,mouth_y\na.jpg,1,2,3,x,5,6\n", "line 2"),
+    ("image,left_eye_x,left_eye_y,right_eye_x,right_eye_y,mouth_x,mouth_y\na.jpg,1,2,3,nan,5,6\n", "finite"),
+    ("image,left_eye_x,left_eye_y,right_eye_x,right_eye_y,mouth_x,mouth_y\n", "no faces"),
+])
+def test_read_landmarks_refuses_bad_files(tmp_path, text, message):
+    path = tmp_path / "p.csv"
+    path.write_text(text)
+    with pytest.raises(ValueError, match=message):
+        read_landmarks(path)
