@@ -7,7 +7,10 @@ Image level (PASCAL VOC protocol, Everingham et al., IJCV 2010, sections 4.2 and
 detections are matched one-to-one to ground-truth boxes at IoU >= 0.5, greedily in order of descending
 score; the detection rate, the number of false positives, the precision-recall curve and the average
 precision follow from the matches. A ground-truth box flagged ``ignore`` (VOC "difficult") counts
-neither as a hit nor as a miss, nor does a detection matched to it.
+neither as a hit nor as a miss, nor does a detection matched to it. The ROC of a detector on a set of images
+(Viola and Jones, IJCV 2004, section 5.6) is its detection rate against the number of false positives over the
+whole set as the score threshold sweeps the pooled detections (:func:`detection_roc`,
+:func:`detection_rate_at_fp`, :func:`plot_roc`).
 
 Patch level: ROC curve, its area, and the detection rate at a fixed false-positive rate (the CBCL test
 set protocol of Osuna, Freund, Girosi 1997).
@@ -160,6 +163,20 @@ def read_image_sizes(csv_path, split=None) -> dict[str, tuple[int, int]]:
     return sizes
 
 
+def listed_images(csv_path) -> set[str]:
+    """The names of every image an annotation CSV lists, under any split, normalised as by
+    :func:`read_annotations` (which validates the rest of the file). An image listed only under another split
+    than the one evaluated is still listed: it is not a face-free image. Raises as ``open`` for a missing file,
+    ValueError naming the file for one without an ``image`` column."""
+    path = Path(csv_path)
+    with open(path, newline="", encoding="utf-8-sig") as f:
+        reader = csv.DictReader(f)
+        reader.fieldnames = [c.strip().lower() for c in (reader.fieldnames or [])]
+        if "image" not in reader.fieldnames:
+            raise ValueError(f"{path}: missing column image")
+        return {os.path.normpath(name) for row in reader if (name := (row["image"] or "").strip())}
+
+
 def match_detections(dets, truth, ignore=None, iou_threshold=0.5) -> dict[str, np.ndarray]:
     """Match the detections of one image to its ground truth (PASCAL VOC / COCO style greedy matching).
 
@@ -220,7 +237,9 @@ class EvalResult:
     ``precision``, ``recall``, ``thresholds``: (p,) arrays, one point per distinct score, thresholds
     decreasing (detections with score >= thresholds[i] give precision[i], recall[i]);
     ``average_precision``: area under the interpolated precision-recall curve (VOC 2010+ style, see
-    :func:`average_precision`); ``per_image``: name -> (hits, false positives, misses).
+    :func:`average_precision`); ``per_image``: name -> (hits, false positives, misses);
+    ``tp_counts``, ``fp_counts``: (p,) int64, the hits and false positives among the detections with score
+    >= thresholds[i] (cumulative, non-decreasing; the ROC of :func:`detection_roc`).
     """
 
     detection_rate: float
@@ -234,6 +253,8 @@ class EvalResult:
     average_precision: float
     iou_threshold: float = 0.5
     per_image: dict = field(default_factory=dict, repr=False)
+    tp_counts: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64), repr=False)
+    fp_counts: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64), repr=False)
 
 
 def evaluate_detections(detections, annotations, iou_threshold=0.5) -> EvalResult:
@@ -268,7 +289,7 @@ def evaluate_detections(detections, annotations, iou_threshold=0.5) -> EvalResul
         per_image[name] = (n_tp, int(keep.sum()) - n_tp, n_real - n_tp)
     scores = np.concatenate(scores) if scores else np.zeros(0)
     hits = np.concatenate(hits) if hits else np.zeros(0, bool)
-    precision, recall, thresholds = _pr_curve(scores, hits, n_truth)
+    precision, recall, thresholds, tp_counts, fp_counts = _pr_curve(scores, hits, n_truth)
     n_tp = int(hits.sum())
     return EvalResult(
         detection_rate=n_tp / n_truth if n_truth else float("nan"),
@@ -282,20 +303,22 @@ def evaluate_detections(detections, annotations, iou_threshold=0.5) -> EvalResul
         average_precision=average_precision(precision, recall) if n_truth else float("nan"),
         iou_threshold=float(iou_threshold),
         per_image=per_image,
+        tp_counts=tp_counts,
+        fp_counts=fp_counts,
     )
 
 
 def _pr_curve(scores, hits, n_truth):
-    """Precision and recall at each distinct score, thresholds decreasing."""
+    """Precision, recall, thresholds (decreasing), hits and false positives at each distinct score."""
     order = np.argsort(-scores, kind="stable")
     s, h = scores[order], hits[order]
-    tp = np.cumsum(h)
-    fp = np.cumsum(~h)
+    tp = np.cumsum(h, dtype=np.int64)
+    fp = np.cumsum(~h, dtype=np.int64)
     # s[1:] != s[:-1], not np.diff(s) != 0: inf - inf is NaN, which split tied infinite scores into several points
     last = np.r_[np.flatnonzero(s[1:] != s[:-1]), len(s) - 1] if len(s) else np.zeros(0, np.int64)
     tp, fp = tp[last], fp[last]
     recall = tp / n_truth if n_truth else np.full(len(last), np.nan)
-    return tp / (tp + fp), recall, s[last]
+    return tp / (tp + fp), recall, s[last], tp, fp
 
 
 def average_precision(precision, recall) -> float:
@@ -317,6 +340,51 @@ def average_precision(precision, recall) -> float:
         raise ValueError("precision and recall must lie in [0, 1] (NaN neither)")
     p_interp = np.maximum.accumulate(precision[::-1])[::-1]
     return float(np.sum(np.diff(np.r_[0.0, recall]) * p_interp))
+
+
+def detection_roc(result: EvalResult) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The ROC of a detector over a set of images: detection rate against the number of false positives.
+
+    ``result``: from :func:`evaluate_detections`. The threshold sweeps the pooled detection scores; detections
+    with equal scores enter together (no threshold separates them). Returns ``(false_positives, detection_rate,
+    thresholds)``, each (p + 1,) for p distinct scores, starting at (0, 0) for threshold +inf: keeping the
+    detections with ``score >= thresholds[i]`` gives ``false_positives[i]`` (int64, non-decreasing) and
+    ``detection_rate[i]`` (float64, non-decreasing; NaN without faces to find). The curve ends at the detections
+    given: a detector run at its own threshold has no point beyond its operating point.
+    Raises ValueError for a result without the counts (one not made by :func:`evaluate_detections`).
+    """
+    tp, fp = _counts(result)
+    rate_ = tp / result.n_truth if result.n_truth else np.full(len(tp), np.nan)
+    return fp, rate_, np.r_[np.inf, np.asarray(result.thresholds, dtype=np.float64)]
+
+
+def detection_rate_at_fp(result: EvalResult, fp_points) -> np.ndarray:
+    """The highest detection rate reached with at most each given number of false positives over the set.
+
+    ``result``: from :func:`evaluate_detections`; ``fp_points``: a count or an array of counts of false
+    positives, >= 0 (``np.inf``: the whole curve). Over the points of :func:`detection_roc` (thresholds actually
+    reachable: no interpolation between them, tied scores entering together), the detection rate of the last one
+    with ``false_positives <= k``, for each ``k``. Where the detections end before ``k`` false positives (see
+    ``result.false_positives``), that is the rate of all of them. Returns float64 of the shape of ``fp_points``
+    ((q,) for q counts); NaN without faces to find. Raises ValueError for a count that is negative or NaN, and
+    as :func:`detection_roc`.
+    """
+    k = np.asarray(fp_points, dtype=np.float64)
+    if np.isnan(k).any() or (k < 0).any():
+        raise ValueError(f"fp_points must be counts >= 0, got {k.ravel()[:7].tolist()}")
+    fp, rate_, _ = detection_roc(result)
+    # fp is non-decreasing and starts at 0, so the last point within k always exists
+    return rate_[np.searchsorted(fp, k, side="right") - 1]
+
+
+def _counts(result):
+    """(tp, fp) of ``result`` with the (0, 0) of threshold +inf first, as int64 arrays."""
+    tp = np.asarray(result.tp_counts, dtype=np.int64)
+    fp = np.asarray(result.fp_counts, dtype=np.int64)
+    if not tp.shape == fp.shape == np.shape(result.thresholds):
+        raise ValueError("result has no hit and false-positive counts per threshold (tp_counts, fp_counts); "
+                         "make it with evaluate_detections")
+    return np.r_[0, tp], np.r_[0, fp]
 
 
 def rate(value):
@@ -360,6 +428,46 @@ def plot_precision_recall(result: EvalResult, png_path, title=None, label=None):
                  f"{result.iou_threshold:g}: DR {rate(result.detection_rate)}, {result.false_positives} FP",
                  fontsize=9)
     path = Path(png_path)
+    with atomic_write(path) as f:
+        fig.savefig(f, format=fmt)
+    return path
+
+
+def plot_roc(result: EvalResult, path, fp_points=(), title=None, label=None):
+    """Write the ROC of ``result`` (:func:`detection_roc`: detection rate against the number of false positives
+    over the set) to an image file, atomically, with the detection rate at each count of ``fp_points`` marked.
+
+    ``fp_points``: counts of false positives >= 0, as for :func:`detection_rate_at_fp`; the axis reaches 10%
+    past the largest finite one (without any: the end of the curve). Format, errors and return value as
+    :func:`plot_precision_recall`.
+    """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fmt = plot_format(path)
+    points = np.asarray(fp_points, dtype=np.float64).ravel()
+    marked = detection_rate_at_fp(result, points)
+    fp, dr, _ = detection_roc(result)
+    fig = Figure(figsize=(5, 4.5), dpi=100)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    finite = points[np.isfinite(points)]
+    # the counts asked for set the scale: a lowered threshold's thousands of false positives would squash them
+    right = max(1.0, 1.1 * finite.max() if len(finite) else 1.03 * float(fp[-1]))
+    if result.n_truth:  # without faces to find, the detection rate is undefined: an empty plot
+        ax.plot(fp, dr, drawstyle="steps-post", color="C0", lw=2, label=label or "threshold swept")
+        if len(points):
+            ax.plot(np.minimum(points, right), marked, "o", color="C1", ms=4, label="at the false-positive counts")
+        ax.legend(loc="lower right")
+    ax.set_xlim(0, right)
+    ax.set_ylim(0, 1.02)
+    ax.set_xlabel("false positives (over the set)")
+    ax.set_ylabel("detection rate")
+    ax.grid(alpha=0.3)
+    ax.set_title(title or f"{plural(result.n_images, 'image')}, {plural(result.n_truth, 'face')}, IoU >= "
+                 f"{result.iou_threshold:g}: DR {rate(result.detection_rate)}, {result.false_positives} FP",
+                 fontsize=9)
+    path = Path(path)
     with atomic_write(path) as f:
         fig.savefig(f, format=fmt)
     return path

@@ -1,6 +1,7 @@
 """facedet against OpenCV's Haar cascade and dlib's HOG detector, in one run on the same images.
 
     PYTHONPATH=. python scripts/bench_detect.py [--model PATH ...] [--repeat 3] [--threads 1] [--no-dlib]
+    PYTHONPATH=. python scripts/bench_detect.py --mit-cmu [--model PATH ...] [--no-default] [--no-dlib] [--limit N]
 
 Sets (shared/data): scenes_annotated_dlib_voc (dlib's boxes; "test" split = 5 images, 25 faces, and all
 9 images, 43 faces) and misc_faces_skimage/astronaut.png (one face, box ASTRONAUT_BOX measured by hand).
@@ -33,6 +34,23 @@ train images the map was fitted on.
 All libraries are limited to --threads threads (default 1: a fair comparison on a shared machine), and
 times are CPU time of this process (best of --repeat), which other processes on the machine do not inflate.
 In the speed table the detectors take turns: --repeat rounds, each one pass over the images per detector.
+
+--mit-cmu runs instead the benchmark of the field, mit_cmu_frontal (test only: nothing is fitted or chosen on it):
+all 130 GIFs of its images/ folder, the 13 without a row in boxes.csv evaluated as images without faces, 510
+counted faces (one under 20 px is ignored). For each detector, the ROC (facedet.evaluate.detection_rate_at_fp:
+the detection rate reached with at most 10, 31, 50, 65, 78, 95, 167 false positives over the whole set, the
+score threshold swept over the pooled detections; greedy one-to-one matching at IoU >= 0.5), its detection rate
+and false positives at its own operating point (a second run), and Viola and Jones' published row (IJCV 2004,
+Table 3; 507 faces in their count):
+- facedet: scanned with the model's threshold lowered by --sweep, so that the ROC goes past its operating
+  point (the model's threshold); its boxes as the model maps them (its calibration is part of the model).
+- haar: sf 1.1, minNeighbors 1 for the sweep, score = number of neighbours (a whole number: detections with
+  equal counts enter together); operating point minNeighbors 3, OpenCV's default.
+- dlib-hog: upsample 1 (faces from 40 px; 305 of MIT+CMU's 510 are smaller), detections down to SVM score -1 for
+  the sweep; operating point score > 0, dlib's default.
+The Haar and dlib boxes are mapped to the dlib convention of the derived boxes by fit_calibration on
+--calibration-images images of caltech_webfaces split val (spread evenly over it), from the detections at the
+operating point; both the mapped and the raw boxes are reported.
 """
 from __future__ import annotations
 
@@ -42,6 +60,7 @@ from _script import DATA, limit_threads, positive_int, require_files  # scripts/
 
 limit_threads()  # before numpy, numba and cv2 load
 
+import copy  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
@@ -49,7 +68,13 @@ import cv2  # noqa: E402
 import numpy as np  # noqa: E402
 
 from facedet.detector import default_model_path  # noqa: E402
-from facedet.evaluate import evaluate_detections, iou, match_detections, read_annotations  # noqa: E402
+from facedet.evaluate import (  # noqa: E402
+    detection_rate_at_fp,
+    evaluate_detections,
+    iou,
+    match_detections,
+    read_annotations,
+)
 from facedet.imageio import read_rgb  # noqa: E402
 
 # astronaut.png (512x512): measured by hand on a 3x enlargement with a 10-px grid. Top = top of the
@@ -57,6 +82,9 @@ from facedet.imageio import read_rgb  # noqa: E402
 # the eyebrows-to-chin convention of the dlib annotations.
 ASTRONAUT_BOX = (181.0, 87.0, 88.0, 90.0)
 MIN_FACE = 20
+# MIT+CMU: the false-positive counts of Viola and Jones' Table 3 (IJCV 2004), and their detection rates there
+FP_POINTS = (10, 31, 50, 65, 78, 95, 167)
+VIOLA_JONES = (0.761, 0.884, 0.914, 0.920, 0.921, 0.929, 0.939)
 
 
 # ----------------------------------------------------------------------------------------------- detectors
@@ -83,16 +111,17 @@ class Haar:
 
 
 class DlibHog:
-    def __init__(self, upsample):
+    def __init__(self, upsample, threshold=0.0):
         import dlib
 
         self.detector = dlib.get_frontal_face_detector()
         self.upsample = upsample
+        self.threshold = threshold  # dlib's adjust_threshold: detections scoring above it
         self.smallest = 80 // 2 ** upsample  # its window is 80 px; each upsampling halves the smallest face
-        self.name = f"dlib-hog upsample={upsample}"
+        self.name = f"dlib-hog upsample={upsample}" + (f" score>{threshold:g}" if threshold else "")
 
     def __call__(self, rgb, grey):
-        rects, scores, _ = self.detector.run(rgb, self.upsample, 0.0)
+        rects, scores, _ = self.detector.run(rgb, self.upsample, self.threshold)
         if not rects:
             return np.zeros((0, 5))
         return np.array([[r.left(), r.top(), r.width(), r.height(), s] for r, s in zip(rects, scores)], float)
@@ -110,6 +139,12 @@ class Facedet:
     def __call__(self, rgb, grey):
         d = np.asarray(self.detector.detect(grey), float)
         return d.reshape(-1, 5)
+
+    def with_params(self, **params):
+        """A copy scanning with some parameters changed (facedet.Detector.with_params), under the same name."""
+        other = copy.copy(self)
+        other.detector = self.detector.with_params(**params)
+        return other
 
 
 # ---------------------------------------------------------------------------------------------- calibration
@@ -183,27 +218,35 @@ def main():
                     help="threads for every library (OpenCV, numba, BLAS, dlib; default: %(default)s)")
     ap.add_argument("--data", type=Path, default=DATA, help="the shared/data folder (default: %(default)s)")
     ap.add_argument("--no-dlib", action="store_true", help="skip dlib's HOG detector (a shorter run)")
+    ap.add_argument("--mit-cmu", action="store_true",
+                    help="run the MIT+CMU benchmark (ROC points, operating points) instead of the scenes one")
+    ap.add_argument("--limit", type=positive_int, default=None,
+                    help="--mit-cmu: only the first N images in name order, a quick check whose figures are not "
+                         "the benchmark's (default: all 130)")
+    ap.add_argument("--sweep", type=float, default=1.0,
+                    help="--mit-cmu: scan facedet with the model's threshold lowered by this much, so that its "
+                         "ROC goes past its operating point (default: %(default)s)")
+    ap.add_argument("--calibration-images", type=positive_int, default=300,
+                    help="--mit-cmu: caltech_webfaces val images the Haar and dlib box maps are fitted on "
+                         "(default: %(default)s)")
     args = ap.parse_args()
-    require_files(args.data, ["scenes_annotated_dlib_voc/boxes.csv", "misc_faces_skimage/astronaut.png",
-                              "cbcl_face_db1/cbcl_face_db1_19x19_uint8.npz"], "the benchmark images and patches")
+    if args.mit_cmu:
+        require_files(args.data, ["mit_cmu_frontal/boxes.csv", "caltech_webfaces/boxes.csv"],
+                      "the MIT+CMU benchmark and the box-map images")
+    else:
+        require_files(args.data, ["scenes_annotated_dlib_voc/boxes.csv", "misc_faces_skimage/astronaut.png",
+                                  "cbcl_face_db1/cbcl_face_db1_19x19_uint8.npz"], "the benchmark images and patches")
+    if not args.sweep >= 0:
+        ap.error(f"--sweep: expected a number >= 0, got {args.sweep}")
     missing = [str(p) for p in args.models if not p.is_file()]
     if missing:  # a mistyped --model must not leave a benchmark of the others only
         ap.error(f"--model: no such file: {', '.join(missing)}")
     cv2.setNumThreads(args.threads)
 
-    detectors = []
-    model_paths = [] if args.no_default else [("facedet default", default_model_path())]
-    model_paths += [(None, p) for p in args.models]
-    for label, path in model_paths:
-        if not Path(path).exists():
-            print(f"# skipped {label}: no model file at {path}")
-            continue
-        try:
-            detectors.append(Facedet(path, label))
-        except Exception as exc:
-            if label is None:  # a --model the user named: a usage error, as a missing file is
-                ap.error(f"--model {path}: {type(exc).__name__}: {exc}")
-            print(f"# skipped {label}: {type(exc).__name__}: {exc}")  # the benchmark of the others still runs
+    detectors = facedet_detectors(args, ap)
+    if args.mit_cmu:
+        mit_cmu(detectors, args, ap)
+        return
     detectors += [Haar(1.1, 5), Haar(1.2, 3), Haar(1.2, 3, enlarge=True)]
     detectors += [] if args.no_dlib else [DlibHog(0), DlibHog(1)]
 
@@ -265,6 +308,108 @@ def main():
 
     speed(detectors, images, args)
     window_cost(detectors, args)
+
+
+def facedet_detectors(args, ap):
+    """The default model (unless --no-default) and every --model, as Facedet detectors."""
+    detectors = []
+    model_paths = [] if args.no_default else [("facedet default", default_model_path())]
+    model_paths += [(None, p) for p in args.models]
+    for label, path in model_paths:
+        if not Path(path).exists():
+            print(f"# skipped {label}: no model file at {path}")
+            continue
+        try:
+            detectors.append(Facedet(path, label))
+        except Exception as exc:
+            if label is None:  # a --model the user named: a usage error, as a missing file is
+                ap.error(f"--model {path}: {type(exc).__name__}: {exc}")
+            print(f"# skipped {label}: {type(exc).__name__}: {exc}")  # the benchmark of the others still runs
+    return detectors
+
+
+def mit_cmu(facedets, args, ap):
+    """The MIT+CMU tables (see the module docstring): each detector's ROC points over the set, its operating
+    point, and the box maps fitted on caltech_webfaces val."""
+    folder = args.data / "mit_cmu_frontal"
+    listed = read_annotations(folder / "boxes.csv")
+    names = sorted(p.name for p in (folder / "images").iterdir() if p.suffix.lower() == ".gif")
+    absent = sorted(set(listed) - set(names))
+    if absent:  # a folder short of images would give figures of another set
+        ap.error(f"{folder / 'images'} lacks {len(absent)} images that boxes.csv lists ({', '.join(absent[:3])}"
+                 f"{', ...' if len(absent) > 3 else ''})")
+    no_face = (np.zeros((0, 4)), np.zeros(0, bool))
+    ann = {n: listed.get(n, no_face) for n in names[:args.limit]}
+    n_free = sum(n not in listed for n in ann)
+    n_faces = sum(int((~ignore).sum()) for _, ignore in ann.values())
+    n_ignored = sum(int(ignore.sum()) for _, ignore in ann.values())
+    images = load_images([folder / "images" / n for n in ann])
+
+    web = args.data / "caltech_webfaces"
+    val = read_annotations(web / "boxes.csv", split="val")
+    val_names = list(val)
+    pick = np.unique(np.linspace(0, len(val_names) - 1, min(args.calibration_images, len(val_names))).round())
+    val = {val_names[int(i)]: val[val_names[int(i)]] for i in pick}
+    val_images = load_images([web / "images" / n for n in val])
+
+    # (name, swept, at the operating point, what is swept, fit a box map)
+    runs = []
+    for det in facedets:
+        thr = det.detector.threshold
+        runs.append((det.name, det.with_params(threshold=thr - args.sweep), det,
+                     f"threshold from {thr - args.sweep:+.2f} (op: {thr:+.2f})", False))
+    runs.append(("haar sf=1.1 (frontalface_default)", Haar(1.1, 1), Haar(1.1, 3), "neighbours from 1 (op: 3)", True))
+    if not args.no_dlib:
+        runs.append(("dlib-hog upsample=1", DlibHog(1, threshold=-1.0), DlibHog(1), "score from -1 (op: > 0)", True))
+
+    scope = (f"the first {len(ann)} of {len(names)} images (--limit: not the benchmark's figures)" if args.limit
+             else f"all {len(ann)} images")
+    print(f"# MIT+CMU frontal: {scope}, {n_free} without faces, {n_faces} faces ({n_ignored} ignored); box maps "
+          f"from {len(val)} caltech_webfaces val images; threads={args.threads}", flush=True)
+    rows, maps = [], []
+    for name, swept, operating, sweep, fit in runs:
+        t0 = time.process_time()
+        dets_swept, _, _ = run(swept, images, 1)
+        dets_op, _, _ = run(operating, images, 1)
+        seconds = time.process_time() - t0
+        cal = None
+        if fit:
+            val_dets, _, _ = run(operating, val_images, 1)
+            cal, n_pairs = fit_calibration(val_dets, val)
+            maps.append((name, n_pairs, cal))
+        for boxes in (("mapped", "raw") if fit else ("model's",)):
+            f = (lambda d: calibrate(d, cal)) if boxes == "mapped" else (lambda d: d)
+            r_swept = evaluate_detections({k: f(d) for k, d in dets_swept.items()}, ann)
+            r_op = evaluate_detections({k: f(d) for k, d in dets_op.items()}, ann)
+            rows.append((name, boxes, sweep, detection_rate_at_fp(r_swept, FP_POINTS), r_swept.false_positives,
+                         r_op))
+        print(f"#   {name}: {seconds:.0f} s CPU on the MIT+CMU images (both runs)", flush=True)
+
+    print("\n## Box maps fitted on caltech_webfaces val (detections at the operating point matched at IoU >= 0.3)\n")
+    print("| detector | images | matched pairs | width x | height x | centre dx (widths) | centre dy (heights) |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for name, n, cal in maps:
+        if cal is None:
+            print(f"| {name} | {len(val)} | {n} | (too few matches: not mapped) | | | |")
+        else:
+            print(f"| {name} | {len(val)} | {n} | {cal[0]:.3f} | {cal[1]:.3f} | {cal[2]:+.3f} | {cal[3]:+.3f} |")
+
+    print(f"\n## MIT+CMU frontal: detection rate at a number of false positives over {scope}, {n_free} without "
+          f"faces, {n_faces} faces (IoU >= 0.5)\n")
+    print("| detector | boxes | swept | " + " | ".join(map(str, FP_POINTS)) + " | operating point |")
+    print("|---|---|---|" + "---:|" * len(FP_POINTS) + "---|")
+    short = False
+    for name, boxes, sweep, at, end, r in rows:
+        # \*: the swept detections end below this count, so the figure is the rate of all of them
+        cells = [f"{100 * a:.1f}%" + ("\\*" if k > end else "") for a, k in zip(at, FP_POINTS)]
+        short |= any(k > end for k in FP_POINTS)
+        hits = round(r.detection_rate * r.n_truth)
+        print(f"| {name} | {boxes} | {sweep} | " + " | ".join(cells) +
+              f" | {100 * r.detection_rate:.1f}% ({hits}/{r.n_truth}), {r.false_positives} FP |")
+    print("| Viola-Jones, published (IJCV 2004, Table 3; 507 faces) | | | "
+          + " | ".join(f"{100 * v:.1f}%" for v in VIOLA_JONES) + " | |")
+    if short:
+        print("\n\\* the swept detections end below this number of false positives: the rate of all of them")
 
 
 def window_cost(detectors, args):

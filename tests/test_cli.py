@@ -174,6 +174,79 @@ def test_evaluate_prints_figures_and_plots(data_dir, tmp_path):
     assert png.stat().st_size > 1000
 
 
+class _FixedDetector:
+    """Stands in for the model in evaluate: the detections of each image, told apart by its pixels."""
+
+    def __init__(self, by_pixels):
+        self.by_pixels = by_pixels
+
+    def detect(self, grey, threads=None):
+        return self.by_pixels[grey.tobytes()]
+
+
+def test_evaluate_fp_points_count_images_the_csv_does_not_list(data_dir, tmp_path, monkeypatch):
+    """Two MIT+CMU photos with their rows of the real boxes.csv, three of its face-free images (no row), and
+    detections made by hand; the ranked list, computed by hand: 3.0 hit, 2.5 FP (wall), 2.0 hit, 1.5 FP FP (the
+    two knex images), 1.0 hit, 0.0 hit."""
+    from facedet import cli
+    from facedet.evaluate import read_annotations
+    from facedet.imageio import read_grey
+
+    source = data_dir / "mit_cmu_frontal"
+    folder = tmp_path / "images"
+    folder.mkdir()
+    for name in ("albert.gif", "trekcolr.gif", "knex20.gif", "knex42.gif", "wall.gif"):
+        shutil.copy(source / "images" / name, folder / name)
+    write_image(folder / "albert.faces.png", read_rgb(source / "images" / "albert.gif"))  # detect's output: not read
+    rows = (source / "boxes.csv").read_text().splitlines()
+    csv = tmp_path / "boxes.csv"
+    csv.write_text("\n".join([rows[0], *(r for r in rows if r.split(",")[1] in ("albert.gif", "trekcolr.gif"))]))
+    ann = read_annotations(csv)
+    assert [len(b) for b, _ in ann.values()] == [1, 3]
+    pixels = {name: read_grey(folder / name).tobytes()
+              for name in ("albert.gif", "trekcolr.gif", "knex20.gif", "knex42.gif", "wall.gif")}
+    by_pixels = {pixels["albert.gif"]: np.c_[ann["albert.gif"][0], [2.0]],
+                 pixels["trekcolr.gif"]: np.c_[ann["trekcolr.gif"][0], [3.0, 1.0, 0.0]],
+                 pixels["knex20.gif"]: np.array([[10, 10, 40, 40, 1.5]]),
+                 pixels["knex42.gif"]: np.array([[100, 10, 40, 40, 1.5]]),
+                 pixels["wall.gif"]: np.array([[10, 10, 40, 40, 2.5]])}
+    monkeypatch.setattr(cli, "_load_detector", lambda model: _FixedDetector(by_pixels))
+    roc = tmp_path / "roc.png"
+    base = ["evaluate", "--images", str(folder), "--annotations", str(csv), "--plot", str(tmp_path / "pr.png")]
+    r = runner.invoke(app, [*base, "--split", "test", "--fp-points", "0,1,2,3,10", "--roc", str(roc)])
+    assert r.exit_code == 0, r.output
+    assert "boxes.csv (test): 5 images (3 not in the CSV: without faces), 4 faces" in r.stdout, r.stdout
+    # AP: precision interpolated at recall 0.25, 0.5, 0.75, 1 is 1, 2/3, 4/7, 4/7
+    assert re.search(r"1\.000\D+3\D+0\.702", r.stdout), r.stdout
+    assert re.search(r"0\.250\D+0\.500\D+0\.500\D+1\.000\D+1\.000", r.stdout), r.stdout
+    assert "the detections end at 3 false positives" in r.stderr
+    assert read_rgb(roc).shape == (450, 500, 3)
+    # the default points: the detections end before them (a note), so each is the rate of all the detections
+    r = runner.invoke(app, base)
+    assert r.exit_code == 0 and "10 " in r.stdout and "167" in r.stdout and r.stdout.count("1.000") >= 8, r.output
+    for extra, message in ((["--fp-points", "10,x"], "--fp-points: expected whole numbers"),
+                           (["--fp-points", "-1"], "--fp-points"),
+                           (["--roc", str(tmp_path / "pr.png")], "is the --plot file too"),
+                           (["--roc", str(tmp_path / "roc.txt")], "cannot write a plot as .txt"),
+                           (["--roc", str(folder / "roc.png")], "inside the --images folder")):
+        r = runner.invoke(app, [*base, *extra])
+        assert r.exit_code == 2 and message in r.stderr, (extra, r.output)
+    assert not (folder / "roc.png").exists()
+    # the default precision-recall plot is not written into the images' folder, where the next run would read it
+    monkeypatch.chdir(folder)
+    r = runner.invoke(app, base[:5])
+    assert r.exit_code == 0 and "inside --images" in r.stderr and not (folder / "precision_recall.png").exists()
+
+
+def test_evaluate_threshold_overrides_the_models(data_dir, tmp_path):
+    scenes = data_dir / "scenes_annotated_dlib_voc"
+    base = ["evaluate", "--images", str(scenes / "images"), "--annotations", str(scenes / "boxes.csv"), "--split",
+            "test", "--plot", str(tmp_path / "pr.png")]
+    r = runner.invoke(app, [*base, "--threshold", "100"])  # far above any decision value: nothing found
+    assert r.exit_code == 0, r.output
+    assert re.search(r"0\.000\s.*\s0\s", r.stdout) and "the detections end at 0 false positives" in r.stderr
+
+
 def test_detect_handles_image_kinds_and_rejects_bomb(astro, tmp_path, grey_png):
     from PIL import Image
     rgb = read_rgb(astro)
@@ -566,7 +639,7 @@ def test_evaluate_reports_what_it_left_out(data_dir, tmp_path):
     r = runner.invoke(app, base + ["--annotations", str(csv)])
     assert r.exit_code == 2 and "already on line 2" in r.stderr, r.output
     r = runner.invoke(app, base + ["--annotations", str(csv), "--split", "train"])
-    assert r.exit_code == 0 and "1 image, 1 face" in r.stdout, r.output
+    assert r.exit_code == 0 and "9 images (8 not in the CSV: without faces), 1 face\n" in r.stdout, r.output
     # ./name is the same image; a missing image is reported and its faces are named as left out
     name = test[0].split(",")[1]
     csv.write_text("\n".join([rows[0], *test, test[0].replace(name, "./" + name),
@@ -576,7 +649,9 @@ def test_evaluate_reports_what_it_left_out(data_dir, tmp_path):
     csv.write_text("\n".join([rows[0], *test, "test,missing.jpg,,,0,0,20,20"]) + "\n")
     r = runner.invoke(app, base + ["--annotations", str(csv)])
     assert r.exit_code == 1 and "missing.jpg" in r.stderr
-    assert "5 images, 25 faces; 1 unreadable image with 1 face left out" in r.stdout, r.stdout
+    # the 4 train images of the folder are not in this CSV: evaluated as images without faces
+    assert ("9 images (4 not in the CSV: without faces), 25 faces; 1 unreadable image with 1 face left out"
+            in r.stdout), r.stdout
     # boxes drawn on an image of another size (img_width, img_height) would not match: that image fails
     name, n = test[0].split(",")[1], sum(r.split(",")[1] == test[0].split(",")[1] for r in test)
     resized = [r.split(",") for r in test]
@@ -586,7 +661,8 @@ def test_evaluate_reports_what_it_left_out(data_dir, tmp_path):
     csv.write_text("\n".join([rows[0], *(",".join(row) for row in resized)]) + "\n")
     r = runner.invoke(app, base + ["--annotations", str(csv)])
     assert r.exit_code == 1 and f"{name}: " in r.stderr and "annotated at" in r.stderr, r.output
-    assert f"4 images, {25 - n} faces; 1 unreadable image with {n} face" in r.stdout, r.stdout
+    assert (f"8 images (4 not in the CSV: without faces), {25 - n} faces; 1 unreadable image with {n} face"
+            in r.stdout), r.stdout
     other = ",".join([*resized[0][:4], "1", *resized[0][5:]])  # a new box of that image, at another size
     csv.write_text("\n".join([rows[0], *test, other]) + "\n")
     r = runner.invoke(app, base + ["--annotations", str(csv)])

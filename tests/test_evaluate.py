@@ -9,11 +9,15 @@ from sklearn import metrics
 from facedet.evaluate import (
     EvalResult,
     average_precision,
+    detection_rate_at_fp,
     detection_rate_at_fpr,
+    detection_roc,
     evaluate_detections,
     iou,
+    listed_images,
     match_detections,
     plot_precision_recall,
+    plot_roc,
     read_annotations,
     read_image_sizes,
     roc_auc,
@@ -357,3 +361,79 @@ def test_tied_infinite_scores_are_one_point_of_the_curve(boxes_csv, score):
     assert (r.detection_rate, r.false_positives, r.n_detections) == (1.0, 25, 50)
     assert r.thresholds.tolist() == [score] and r.precision.tolist() == [0.5] and r.recall.tolist() == [1.0]
     assert r.average_precision == 0.5
+
+
+def _ranked_case():
+    """Three images, three faces to find (one more ignored), the third image without faces. Pooled and ranked (the
+    detection on the ignored face left out): 0.9 hit, 0.85 FP (face-free image), 0.8 FP, 0.7 FP, 0.5 hit,
+    0.3 hit and 0.3 FP (face-free image; tied), 0.2 FP (a second box on a found face)."""
+    ann = {"a.png": (np.array([[0, 0, 10, 10], [20, 0, 10, 10.]]), np.zeros(2, bool)),
+           "b.png": (np.array([[0, 0, 10, 10], [50, 50, 10, 10.]]), np.array([False, True])),
+           "free.png": (np.zeros((0, 4)), np.zeros(0, bool))}
+    dets = {"a.png": np.array([[0, 0, 10, 10, 0.9], [100, 100, 10, 10, 0.8], [20, 0, 10, 10, 0.3],
+                               [0, 0, 10, 10, 0.2]]),
+            "b.png": np.array([[80, 0, 10, 10, 0.7], [0, 0, 10, 10, 0.5], [50, 50, 10, 10, 0.6]]),
+            "free.png": np.array([[0, 0, 10, 10, 0.85], [30, 30, 10, 10, 0.3]])}
+    return dets, ann
+
+
+def test_detection_roc_and_rate_at_fp_hand_case():
+    dets, ann = _ranked_case()
+    r = evaluate_detections(dets, ann)
+    assert (r.n_truth, r.detection_rate, r.false_positives) == (3, 1.0, 5)
+    assert r.tp_counts.tolist() == [1, 1, 1, 1, 2, 3, 3] and r.fp_counts.tolist() == [0, 1, 2, 3, 3, 4, 5]
+    fp, dr, thr = detection_roc(r)
+    assert fp.tolist() == [0, 0, 1, 2, 3, 3, 4, 5] and fp.dtype == np.int64
+    np.testing.assert_allclose(dr, np.array([0, 1, 1, 1, 1, 2, 3, 3]) / 3)
+    assert thr.tolist() == [np.inf, 0.9, 0.85, 0.8, 0.7, 0.5, 0.3, 0.2]
+    # at 3 false positives the last face is out of reach: it is tied with a false positive at 0.3
+    at = detection_rate_at_fp(r, [0, 1, 2, 3, 4, 5, 100, np.inf])
+    np.testing.assert_allclose(at, np.array([1, 1, 1, 2, 3, 3, 3, 3]) / 3)
+    assert at.shape == (8,) and detection_rate_at_fp(r, 3.0) == pytest.approx(2 / 3)
+    # without the face-free image, two false positives are gone from the count: every face found with 2
+    without = evaluate_detections({k: dets[k] for k in ("a.png", "b.png")}, {k: ann[k] for k in ("a.png", "b.png")})
+    np.testing.assert_allclose(detection_rate_at_fp(without, [0, 1, 2, 3]), np.array([1, 1, 3, 3]) / 3)
+    for bad in (-1, [3, np.nan]):
+        with pytest.raises(ValueError, match="fp_points must be counts >= 0"):
+            detection_rate_at_fp(r, bad)
+    # no faces to find: the rate is undefined
+    free = evaluate_detections({"free.png": dets["free.png"]}, {"free.png": ann["free.png"]})
+    assert np.isnan(detection_rate_at_fp(free, [0, 10])).all() and detection_roc(free)[0].tolist() == [0, 1, 2]
+    nothing = evaluate_detections({k: np.zeros((0, 5)) for k in ann}, ann)
+    assert detection_rate_at_fp(nothing, [0, 10]).tolist() == [0.0, 0.0]
+    hand = EvalResult(1.0, 0, 1, 1, 1, np.array([1.0]), np.array([1.0]), np.array([0.5]), 1.0)
+    with pytest.raises(ValueError, match="make it with evaluate_detections"):
+        detection_rate_at_fp(hand, [10])
+
+
+def test_plot_roc_writes_the_curve(tmp_path):
+    dets, ann = _ranked_case()
+    r = evaluate_detections(dets, ann)
+    img = read_rgb(plot_roc(r, tmp_path / "roc.png", fp_points=[1, 3, 10]))
+    assert img.shape == (450, 500, 3) and img.std() > 10
+    assert plot_roc(r, tmp_path / "roc.pdf").read_bytes()[:4] == b"%PDF"
+    with pytest.raises(ValueError, match="cannot write a plot as .txt"):
+        plot_roc(r, tmp_path / "roc.txt")
+    with pytest.raises(ValueError, match="fp_points"):
+        plot_roc(r, tmp_path / "bad.png", fp_points=[-2])
+    assert not (tmp_path / "roc.txt").exists() and not (tmp_path / "bad.png").exists()
+
+
+def test_face_free_images_of_mit_cmu_count_in_the_roc(data_dir):
+    """MIT+CMU's 13 images without faces have no row in its boxes.csv: evaluated as images with empty truth, a
+    detection on each is a false positive that the listed images alone would not show."""
+    folder = data_dir / "mit_cmu_frontal"
+    ann = read_annotations(folder / "boxes.csv")
+    files = sorted(p.name for p in (folder / "images").iterdir() if p.suffix == ".gif")
+    free = [f for f in files if f not in listed_images(folder / "boxes.csv")]
+    assert (len(files), len(ann), len(free)) == (130, 117, 13) and "wall.gif" in free
+    ann = {**ann, **{f: (np.zeros((0, 4)), np.zeros(0, bool)) for f in free}}
+    # every face found at its own box (score 1), and one box on each face-free image, scored above (2) or below (0)
+    for fp_score, expected in ((2.0, [0.0, 0.0, 1.0, 1.0]), (0.0, [1.0, 1.0, 1.0, 1.0])):
+        dets = {name: np.c_[boxes, np.ones(len(boxes))] for name, (boxes, _) in ann.items()}
+        dets.update({f: np.array([[10, 10, 40, 40, fp_score]]) for f in free})
+        r = evaluate_detections(dets, ann)
+        assert (r.n_images, r.n_truth, r.false_positives, r.detection_rate) == (130, 510, 13, 1.0)
+        assert detection_rate_at_fp(r, [0, 12, 13, 167]).tolist() == expected
+    # the ignored face (under 20 px) neither counts nor adds a false positive when found
+    assert sum(int(ignore.sum()) for _, ignore in ann.values()) == 1

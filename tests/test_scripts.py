@@ -29,6 +29,7 @@ def assert_usage_error(r, *needles):
     ("bench_svc.py", "--problems", "pendigits", "--data", "{empty}"),
     ("bench_svmplus.py", "--sizes", "500", "--data", "{empty}"),
     ("bench_detect.py", "--no-dlib", "--data", "{empty}"),
+    ("bench_detect.py", "--mit-cmu", "--no-dlib", "--data", "{empty}"),
 ])
 def test_data_folder_without_the_files(tmp_path, argv):
     empty = tmp_path / "empty"
@@ -36,6 +37,21 @@ def test_data_folder_without_the_files(tmp_path, argv):
     r = run_script(*[a.format(tmp=tmp_path, empty=empty) for a in argv])
     assert_usage_error(r, "missing data file", str(empty))
     assert not (tmp_path / "m.npz").exists()
+
+
+def test_bench_detect_mit_cmu_quick_run(data_dir):
+    """The MIT+CMU mode on two images with the Haar cascade only (its box map fitted on 5 val images): the ROC
+    table has a figure at each of Viola and Jones' false-positive counts, and their published row."""
+    r = run_script("bench_detect.py", "--mit-cmu", "--no-default", "--no-dlib", "--limit", "2",
+                   "--calibration-images", "5", "--data", str(data_dir))
+    assert r.returncode == 0, r.stderr
+    assert "the first 2 of 130 images (--limit: not the benchmark's figures)" in r.stdout, r.stdout
+    header = next(line for line in r.stdout.splitlines() if line.startswith("| detector | boxes | swept"))
+    assert "| 10 | 31 | 50 | 65 | 78 | 95 | 167 | operating point |" in header
+    rows = [line for line in r.stdout.splitlines() if line.startswith("| haar sf=1.1") and "neighbours" in line]
+    assert [row.split(" | ")[1] for row in rows] == ["mapped", "raw"]
+    assert all(row.count("%") == 8 and " FP |" in row for row in rows), rows
+    assert "| Viola-Jones, published (IJCV 2004, Table 3; 507 faces) | | | 76.1% | 88.4% |" in r.stdout
 
 
 @pytest.mark.parametrize("argv", [
