@@ -395,6 +395,23 @@ def test_scan_rejects_bad_image(svm):
         scan(np.zeros((50, 50), np.float32), make_scorer(svm), window_features)
 
 
+def test_merge_equals_the_greedy_definition_on_many_windows():
+    """The compiled grouping against the definition written out (strongest box first, it takes every remaining
+    box at IoU >= iou), on 2,000 overlapping windows with tied scores."""
+    rng = np.random.default_rng(0)
+    side = rng.uniform(19, 60, 2000)
+    dets = np.c_[rng.uniform(0, 400, (2000, 2)), side, side, np.round(rng.normal(size=2000), 1)]
+    rest, want = dets[np.argsort(-dets[:, 4], kind="stable")], []
+    while len(rest):
+        member = box_iou(rest[0], rest) >= 0.3
+        member[0] = True
+        want.append([*rest[member, :4].mean(axis=0), rest[0, 4], member.sum()])
+        rest = rest[~member]
+    want = np.array(want)
+    for nb in (1, 3):
+        np.testing.assert_allclose(merge_detections(dets, 0.3, nb), want[want[:, 5] >= nb], rtol=1e-12)
+
+
 def test_merge_refuses_nan_scores():
     with pytest.raises(ValueError, match="NaN"):  # it would fall out of the greedy order unnoticed
         merge_detections([[0, 0, 10, 10, np.nan], [1, 1, 10, 10, 1.0]])
