@@ -65,13 +65,15 @@ def merge_detections(dets, iou=0.3, min_neighbors=1):
 def _greedy_groups(boxes, iou):
     """Group index of each box (n, 4) xywh, sorted by descending score: each box not yet taken starts a group
     and takes every later untaken box with IoU >= iou against it (box_iou's arithmetic). Compiled, and only
-    the boxes whose left edge lies within the widest box's width of the leader's are tried (no other can
-    overlap it): an early bootstrapping round has tens of thousands of windows an image."""
+    boxes that can reach the IoU are tried: IoU >= iou needs the smaller area to be at least iou times the
+    larger, so a box of width bw <= w / sqrt(iou) (w the leader's; squares, as windows are; 10% spare for
+    rectangles) with its left edge within bw of the leader's: an early bootstrapping round has tens of
+    thousands of windows an image."""
     n = boxes.shape[0]
     group = np.full(n, -1, np.int64)
     by_x = np.argsort(boxes[:, 0], kind="mergesort")
     x_sorted = boxes[by_x, 0]
-    widest = boxes[:, 2].max() if n else 0.0
+    reach = 1.1 / np.sqrt(iou)
     g = 0
     for i in range(n):
         if group[i] >= 0:
@@ -79,7 +81,7 @@ def _greedy_groups(boxes, iou):
         group[i] = g
         ax0, ay0 = boxes[i, 0], boxes[i, 1]
         ax1, ay1 = ax0 + boxes[i, 2], ay0 + boxes[i, 3]
-        for k in range(np.searchsorted(x_sorted, ax0 - widest), np.searchsorted(x_sorted, ax1)):
+        for k in range(np.searchsorted(x_sorted, ax0 - reach * boxes[i, 2]), np.searchsorted(x_sorted, ax1)):
             j = by_x[k]
             if group[j] >= 0:
                 continue
