@@ -30,6 +30,8 @@ def assert_usage_error(r, *needles):
     ("bench_svmplus.py", "--sizes", "500", "--data", "{empty}"),
     ("bench_detect.py", "--no-dlib", "--data", "{empty}"),
     ("bench_detect.py", "--mit-cmu", "--no-dlib", "--data", "{empty}"),
+    ("bench_detect.py", "--webfaces-val", "--no-dlib", "--data", "{empty}"),
+    ("svmplus_faces.py", "--data", "{empty}"),
 ])
 def test_data_folder_without_the_files(tmp_path, argv):
     empty = tmp_path / "empty"
@@ -133,7 +135,7 @@ def test_out_may_not_replace_an_input_data_file(tmp_path):
     """--out naming the CBCL patch file under --data would overwrite the training data once training ends."""
     data = tmp_path / "data"
     for f in ("cbcl_face_db1/cbcl_face_db1_19x19_uint8.npz", "scenes_annotated_dlib_voc/boxes.csv",
-              "misc_faces_skimage/lfw_subset.npy"):
+              "caltech_webfaces/landmarks.csv", "caltech_webfaces/boxes.csv"):
         (data / f).parent.mkdir(parents=True, exist_ok=True)
         (data / f).write_bytes(b"x")
     (data / "nonface_scenes").mkdir()
