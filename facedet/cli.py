@@ -259,18 +259,35 @@ def _negatives(folder, files, progress, max_pixels):
     return images, failed
 
 
-def _patches(faces, nonfaces, data, split, max_pixels):
-    from .patches import load_patches
+def _patches(faces, nonfaces, data, split, max_pixels, landmarks=None, photos=None):
+    import numpy as np
+
+    from .patches import CBCL_FRAMING, load_folder, load_landmark_faces, load_patches
 
     if data is not None and (faces is not None or nonfaces is not None):
         _usage("give either --data or --faces with --nonfaces, not both")
-    if data is None and (faces is None or nonfaces is None):
-        _usage("give --faces DIR and --nonfaces DIR, or --data FILE.npz")
+    if data is None and nonfaces is None or data is None and faces is None and landmarks is None:
+        _usage("give --faces DIR (or --landmarks CSV) and --nonfaces DIR, or --data FILE.npz")
     errors = []
     try:
-        X, y = load_patches(faces, nonfaces, data=data, split=split, errors=errors, max_pixels=max_pixels)
-    except ValueError as exc:
-        usage = f"{'--data' if data is not None else '--faces/--nonfaces'}: {exc}"
+        if faces is None and data is None:  # the faces come from --landmarks alone
+            what = "--nonfaces"
+            N = load_folder(nonfaces, errors, max_pixels=max_pixels)
+            X, y = N, np.zeros(len(N), np.int64)
+        else:
+            what = "--data" if data is not None else "--faces/--nonfaces"
+            X, y = load_patches(faces, nonfaces, data=data, split=split, errors=errors, max_pixels=max_pixels)
+        if landmarks is not None:
+            what = "--landmarks"
+            # one tilted copy a face; the mirror images come with --mirror, as for the other faces
+            with open(landmarks, encoding="utf-8-sig") as f:  # a CSV without splits: all its rows
+                has_split = "split" in [c.strip().lower() for c in f.readline().split(",")]
+            F, _, _ = load_landmark_faces(landmarks, photos if photos is not None else landmarks.parent / "images",
+                                          CBCL_FRAMING, split=split if has_split else None, rotations=1,
+                                          mirror=False, errors=errors, max_pixels=max_pixels)
+            X, y = np.concatenate([F, X]), np.r_[np.ones(len(F), np.int64), y]
+    except (OSError, ValueError) as exc:
+        usage = f"{what}: {exc}"
     else:
         usage = None
     for path, exc in errors:  # (before a folder's "no readable images": they say why)
@@ -301,6 +318,14 @@ def train(
     data: Optional[Path] = typer.Option(None, help="Patch .npz (X_<split>, y_<split> or X, y; 1 = face), or a "
                                                    "folder holding face/ and non-face/ (or <split>/face, ...)."),
     split: str = typer.Option("train", help="Split to read from --data (the CBCL files have train and test)."),
+    landmarks: Optional[Path] = typer.Option(None, help="More faces, cut from photos by their landmarks: a CSV "
+                                                        "with columns image, left_eye_x, left_eye_y, right_eye_x, "
+                                                        "right_eye_y, mouth_x, mouth_y (pixels; split: rows of "
+                                                        "--split only), as caltech_webfaces/landmarks.csv. Each "
+                                                        "face of at least 20 px gives its window as in the photo "
+                                                        "and one tilted by up to 20 degrees."),
+    photos: Optional[Path] = typer.Option(None, help="Folder the --landmarks CSV's image names are in (default: "
+                                                     "images/ beside the CSV)."),
     negatives: Optional[Path] = typer.Option(None, help="Folder of face-free images (subfolders "
                                                         "included): random windows from them train the cascade "
                                                         "prefilter."),
@@ -355,14 +380,17 @@ def train(
         _usage("--features osuna: pmsvm needs nonnegative features (osuna windows are centred); use hog")
     # an option the chosen classifier does not take would be silently dropped: a mistyped command
     other = _typed(ctx, ["kernel", "degree", "gamma", "coef0"] if classifier == "pmsvm" else ["p"])
-    _split_needs_data(ctx, data)
+    if data is None and landmarks is None:
+        _split_needs_data(ctx, data)
+    if photos is not None and landmarks is None:
+        _usage("--photos: the folder of the --landmarks photos; give --landmarks")
     if other:
         _usage(f"{', '.join(other)}: not an option of --classifier {classifier}")
     if _typed(ctx, ["max_pixels"]) and negatives is None and data is not None and data.is_file():
         _usage(f"--max-pixels: no image file is read (--data {data} holds the patches as arrays; no --negatives)")
     _check_output(out_path, "--out")
     _check_not_input(out_path, "--out", {"--data": data, "--faces": faces, "--nonfaces": nonfaces,
-                                         "--negatives": negatives})
+                                         "--negatives": negatives, "--landmarks": landmarks, "--photos": photos})
     scan_params = {"stride": stride, "scale_factor": scale_factor, "threshold": threshold,
                    "refine": _refine(refine)}
     given = {k: v for k, v in (("C", C), ("tol", tol), ("max_iter", max_iter)) if v is not None}  # else the defaults
@@ -379,7 +407,7 @@ def train(
     except (TypeError, ValueError) as exc:
         _usage(_as_options(exc, names))
     negative_files = _image_files(negatives, "--negatives") if negatives else []
-    X, y, failed = _patches(faces, nonfaces, data, split, max_pixels)
+    X, y, failed = _patches(faces, nonfaces, data, split, max_pixels, landmarks, photos)
     augmentation = {"mirror": mirror, "shifts": shifts}
     with _progress() as progress:
         neg, nfail = _negatives(negatives, negative_files, progress, max_pixels) if negatives else ([], 0)

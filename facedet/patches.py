@@ -254,6 +254,9 @@ def sample_windows(grey, n, rng, min_window=WINDOW):
 
 # --- faces cut from landmark-annotated photos ------------------------------------------------------------
 
+# the window-to-box map (dx, dy, k) of a window framed as the CBCL faces are (eyebrows to mouth), measured on
+# photo faces by the CBCL-trained detector: the framing landmark_windows cuts training faces in by default
+CBCL_FRAMING = (0.048, 0.039, 1.571)
 LANDMARK_COLUMNS = ("left_eye_x", "left_eye_y", "right_eye_x", "right_eye_y", "mouth_x", "mouth_y")
 # dlib's frontal-face box from eyes and mouth (shared/data README, "Box convention"): centre E + 0.433 (M - E),
 # side 1.281 |eye distance| + 1.003 |M - E|, E the eyes' midpoint, M the mouth; fitted on 1,992 faces

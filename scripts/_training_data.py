@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import tempfile
 
-import cv2
 import numpy as np
 
 from facedet.evaluate import evaluate_detections, read_annotations
 from facedet.imageio import read_grey
-from facedet.patches import image_files, load_npz
+from facedet.patches import image_files, load_landmark_faces, load_npz
 
 from _script import require_data, require_files  # scripts/ is on sys.path when run
 
@@ -41,32 +40,55 @@ def _can_create_in(folder):
         return False
 
 
-def load_training_data(data):
-    """(X, y, negatives, ann, images) from ../shared/data: CBCL train windows and labels, the grey
-    nonface_scenes images, the scene annotations per split and the scene images by name."""
+def load_training_data(data, held_out_every=5):
+    """(X, y, negatives, held_out, ann, images) from ../shared/data: CBCL train windows and labels, the grey
+    face-free images of nonface_scenes (all subfolders) for bootstrapping, less one in ``held_out_every`` of
+    wu_rare_event kept out (held_out) to count the false positives of an operating point, the scene
+    annotations per split and the scene images by name."""
     X, y = load_npz(data / "cbcl_face_db1" / "cbcl_face_db1_19x19_uint8.npz", "train")
-    negatives = [read_grey(p) for p in image_files(data / "nonface_scenes", recursive=True)]
+    paths = image_files(data / "nonface_scenes", recursive=True)
+    wu = [p for p in paths if p.parent.name == "wu_rare_event"]
+    kept_out = set(wu[::held_out_every])
+    negatives = [read_grey(p) for p in paths if p not in kept_out]
+    held_out = [read_grey(p) for p in sorted(kept_out)]
     scenes = data / "scenes_annotated_dlib_voc"
     ann = {s: read_annotations(scenes / "boxes.csv", split=s) for s in ("train", "test")}
     images = {name: read_grey(scenes / "images" / name) for s in ann for name in ann[s]}
-    print(f"patches: {int(y.sum())} faces, {int((y == 0).sum())} non-faces; {len(negatives)} negative images")
-    return X, y, negatives, ann, images
+    print(f"patches: {int(y.sum())} faces, {int((y == 0).sum())} non-faces; {len(negatives)} negative images "
+          f"(+ {len(held_out)} held out)")
+    return X, y, negatives, held_out, ann, images
 
 
-def lfw_faces(data, side=75):
-    """The 100 LFW faces of misc_faces_skimage/lfw_subset.npy as (image, box) items: each 25x25 crop
-    (forehead to chin) enlarged to side x side uint8, its box the whole image."""
-    faces = np.load(data / "misc_faces_skimage" / "lfw_subset.npy")[:100]
-    return [(cv2.resize(np.rint(f * 255).astype(np.uint8), (side, side), interpolation=cv2.INTER_CUBIC),
-             np.array([[0.0, 0.0, side, side]])) for f in faces]
+def webfaces_windows(data, framing, rotations, seed=0):
+    """Face windows (n, 19, 19) uint8 of caltech_webfaces split train (facedet.patches.load_landmark_faces)."""
+    root = data / "caltech_webfaces"
+    windows, _, faces = load_landmark_faces(root / "landmarks.csv", root / "images", framing, split="train",
+                                            rotations=rotations, seed=seed)
+    print(f"Web Faces train: {faces.max() + 1} faces -> {len(windows)} windows", flush=True)
+    return windows
+
+
+def webfaces_val(data):
+    """caltech_webfaces split val as (grey image, truth boxes (m, 4)) items, faces marked ignore left out."""
+    root = data / "caltech_webfaces"
+    ann = read_annotations(root / "boxes.csv", split="val")
+    return [(read_grey(root / "images" / name), boxes[~ignore]) for name, (boxes, ignore) in ann.items()]
 
 
 def evaluate_scenes(det, ann, images):
     """{split: (detection rate, false positives, average precision)} of ``det`` on the annotated scenes."""
+    return evaluate_sets(det, {split: [(images[n], a[n][0]) for n in a] for split, a in ann.items()})
+
+
+def evaluate_sets(det, sets):
+    """{name: (detection rate, false positives, average precision)} of ``det`` on named lists of (grey image,
+    truth boxes (m, 4)) items."""
     out = {}
-    for split, a in ann.items():
-        res = evaluate_detections({n: det.detect(images[n]) for n in a}, a)
-        out[split] = (res.detection_rate, res.false_positives, res.average_precision)
+    for name, items in sets.items():
+        dets = {str(k): det.detect(img) for k, (img, _) in enumerate(items)}
+        truth = {str(k): (np.asarray(t, float).reshape(-1, 4), np.zeros(len(t), bool)) for k, (_, t) in enumerate(items)}
+        res = evaluate_detections(dets, truth)
+        out[name] = (res.detection_rate, res.false_positives, res.average_precision)
     return out
 
 
@@ -76,7 +98,10 @@ def fmt_box(box):
 
 
 def log_round(info):
-    """bootstrap callback: one line per round (support vectors only for a classifier that has them)."""
+    """bootstrap callback: a progress line every 50 scanned images, and one line per round (support vectors
+    only for a classifier that has them)."""
+    if info.get("event") == "scan" and (info["image"] % 50 == 0 or info["image"] == info["n_images"]):
+        print(f"    scanned {info['image']}/{info['n_images']} negative images", flush=True)
     if info.get("event") == "round":
         r = info["round"]
         svs = f"{r.n_support} SVs, " if r.n_support else ""
@@ -87,19 +112,19 @@ def log_round(info):
 
 def report(det, ops, table, evaluate):
     """Print the operating points considered (``choose_threshold`` rows), the one chosen, the per-round
-    bootstrapping table ((name, facedet.bootstrap.Round) pairs) and the final figures of ``det``."""
-    print("  operating points on train split + negatives (threshold, min_neighbors, hits, false positives):")
+    bootstrapping table ((name, facedet.bootstrap.Round) pairs, with the figures of ``evaluate``) and the final
+    figures of ``det``."""
+    print("  operating points (threshold, min_neighbors, hits, false positives):")
     print("   ", " ".join(f"({t + 0.0:+.1f}, {k}, {h}, {f})" for t, k, h, f in ops))  # + 0.0: no "-0.0"
     print(f"  chosen threshold {det.threshold:+.2f}, min_neighbors {det.min_neighbors} "
           "(top of the longest max-F1 run)\n")
-    print("| round | non-face patches | SVs | FP windows on negatives | FP detections on negatives "
-          "| train split DR / FP | test split DR / FP / AP |")
-    print("|---|---|---|---|---|---|---|")
+    sets = list(table[0][1].scores)
+    print("| round | non-face patches | SVs | FP windows on negatives | FP detections on negatives | "
+          + " | ".join(f"{s} DR / FP / AP" for s in sets) + " |")
+    print("|---|---|---|---|---|" + "---|" * len(sets))
     for name, r in table:
-        tr, te = r.scores["train"], r.scores["test"]
-        print(f"| {name} | {r.n_nonfaces} | {r.n_support or '-'} | {r.fp_windows} | {r.fp_detections} "
-              f"| {tr[0]:.2f} / {tr[1]} | {te[0]:.2f} / {te[1]} / {te[2]:.2f} |")
+        print(f"| {name} | {r.n_nonfaces} | {r.n_support or '-'} | {r.fp_windows} | {r.fp_detections} | "
+              + " | ".join(f"{dr:.2f} / {fp} / {ap:.2f}" for dr, fp, ap in (r.scores[s] for s in sets)) + " |")
     final = evaluate(det)
-    print(f"\nfinal (threshold {det.threshold:+.2f}, min_neighbors {det.min_neighbors}): train DR "
-          f"{final['train'][0]:.2f} FP {final['train'][1]}; test DR {final['test'][0]:.2f} FP {final['test'][1]} "
-          f"AP {final['test'][2]:.2f}")
+    print(f"\nfinal (threshold {det.threshold:+.2f}, min_neighbors {det.min_neighbors}): "
+          + "; ".join(f"{s} DR {dr:.2f} FP {fp} AP {ap:.2f}" for s, (dr, fp, ap) in final.items()))

@@ -68,7 +68,7 @@ def main():
     except (TypeError, ValueError) as exc:
         ap.error(f"--C / --p: {exc}")
 
-    X, y, negatives, ann, images = load_training_data(args.data)
+    X, y, negatives, _, ann, images = load_training_data(args.data)
 
     def evaluate(det):
         return evaluate_scenes(det, ann, images)

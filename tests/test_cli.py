@@ -860,3 +860,39 @@ def test_max_pixels_reaches_every_image_a_command_reads(astro, data_dir, small_n
     r = runner.invoke(app, ["train", "--data", str(small_npz), "--out", str(out), *low])
     assert r.exit_code == 2 and "--max-pixels: no image file is read" in r.stderr, r.output
     assert not out.exists()
+
+
+def test_train_on_faces_cut_from_landmark_annotated_photos(data_dir, tmp_path):
+    """--landmarks: 25 Web Faces photos (the CSV's own rows, split column and all) give the faces, CBCL
+    non-face patches the non-faces; the model finds the face of astronaut.png's landmark box region as a face
+    more than a non-face patch. A photo the CSV names that is missing is reported, the rest trained on."""
+    web = data_dir / "caltech_webfaces"
+    lines = (web / "landmarks.csv").read_text().splitlines()
+    rows = [r for r in lines[1:] if r.startswith("train,")][:25]
+    photos = tmp_path / "photos"
+    photos.mkdir()
+    for n in {r.split(",")[1] for r in rows}:
+        shutil.copy(web / "images" / n, photos / n)
+    csv_path = tmp_path / "points.csv"
+    csv_path.write_text("\n".join([lines[0], *rows, "train,gone.jpg,10,10,30,10,20,20,20,30",
+                                   "val," + rows[0].split(",", 1)[1]]) + "\n")  # a val row: not read
+    nonfaces = tmp_path / "nonfaces"
+    nonfaces.mkdir()
+    d = np.load(data_dir / "cbcl_face_db1" / "cbcl_face_db1_19x19_uint8.npz")
+    for i in range(4548 - 300, 4548):
+        write_image(nonfaces / f"n{i}.png", d["X_train"][2429 + i])
+    out = tmp_path / "m.npz"
+    r = runner.invoke(app, ["train", "--landmarks", str(csv_path), "--photos", str(photos), "--nonfaces",
+                            str(nonfaces), "--out", str(out)])
+    assert r.exit_code == 1, r.output  # gone.jpg
+    assert "gone.jpg" in r.stderr
+    n_faces = int(re.search(r"trained on (\d+) faces", r.stdout).group(1))
+    assert 2 * 20 <= n_faces <= 2 * 25 * 2 and n_faces % 2 == 0  # each face as in the photo and tilted
+    assert "and 300 non-faces" in r.stdout
+    from facedet import Detector
+    det = Detector.load(out)
+    faces = d["X_train"][:2429]
+    assert np.median(det.score_windows(faces)) > np.median(det.score_windows(d["X_train"][2429:2429 + 1000]))
+    r = runner.invoke(app, ["train", "--photos", str(photos), "--nonfaces", str(nonfaces), "--faces", str(photos),
+                            "--out", str(out)])
+    assert r.exit_code == 2 and "--photos" in r.output
