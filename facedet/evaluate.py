@@ -423,14 +423,7 @@ def plot_precision_recall(result: EvalResult, png_path, title=None, label=None):
     ax.set_ylim(0, 1.02)
     ax.set_xlabel("recall (detection rate)")
     ax.set_ylabel("precision")
-    ax.grid(alpha=0.3)
-    ax.set_title(title or f"{plural(result.n_images, 'image')}, {plural(result.n_truth, 'face')}, IoU >= "
-                 f"{result.iou_threshold:g}: DR {rate(result.detection_rate)}, {result.false_positives} FP",
-                 fontsize=9)
-    path = Path(png_path)
-    with atomic_write(path) as f:
-        fig.savefig(f, format=fmt)
-    return path
+    return _save_plot(fig, ax, result, title, png_path, fmt)
 
 
 def plot_roc(result: EvalResult, path, fp_points=(), title=None, label=None):
@@ -463,6 +456,11 @@ def plot_roc(result: EvalResult, path, fp_points=(), title=None, label=None):
     ax.set_ylim(0, 1.02)
     ax.set_xlabel("false positives (over the set)")
     ax.set_ylabel("detection rate")
+    return _save_plot(fig, ax, result, title, path, fmt)
+
+
+def _save_plot(fig, ax, result, title, path, fmt):
+    """Grid, a title with the set's figures (or ``title``), and the figure written atomically to ``path``."""
     ax.grid(alpha=0.3)
     ax.set_title(title or f"{plural(result.n_images, 'image')}, {plural(result.n_truth, 'face')}, IoU >= "
                  f"{result.iou_threshold:g}: DR {rate(result.detection_rate)}, {result.false_positives} FP",

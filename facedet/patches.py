@@ -269,10 +269,10 @@ def read_landmarks(csv_path, split=None) -> dict[str, np.ndarray]:
 
     Columns (header row, any order and case, extra columns such as ``nose_x`` ignored): ``image`` and
     ``left_eye_x, left_eye_y, right_eye_x, right_eye_y, mouth_x, mouth_y`` ("left": the eye on the image's
-    left), optionally ``split`` (rows of another split are skipped), as ``caltech_webfaces/landmarks.csv`` and
-    ``mit_cmu_frontal/landmarks.csv`` of the shared data. Raises FileNotFoundError for a missing file and
-    ValueError naming the file and line for a missing column, a field that is not a finite number, an empty
-    image name, a ``split`` requested of a file without that column, or no face left.
+    left), optionally ``split`` (rows of another split are skipped), as ``caltech_webfaces/landmarks.csv`` of
+    the shared data. Raises FileNotFoundError for a missing file and ValueError naming the file and line for a
+    missing column, a field that is not a finite number, an empty image name, a ``split`` requested of a file
+    without that column, or no face left.
     """
     path = Path(csv_path)
     out: dict[str, list] = {}

@@ -172,6 +172,18 @@ def fit_calibration(dets, annotations, min_iou=0.3):
     return (sw, sh, dx, dy), len(p)
 
 
+def print_box_maps(heading, rows):
+    """The table of fit_calibration's maps: rows of (detector name, matched pairs, map or None)."""
+    print(f"\n## {heading}\n")
+    print("| detector | matched pairs | width x | height x | centre dx (widths) | centre dy (heights) |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for name, n, cal in rows:
+        if cal is None:
+            print(f"| {name} | {n} | (too few matches: not mapped) | | | |")
+        else:
+            print(f"| {name} | {n} | {cal[0]:.3f} | {cal[1]:.3f} | {cal[2]:+.3f} | {cal[3]:+.3f} |")
+
+
 def calibrate(d, cal):
     if cal is None or len(d) == 0:
         return d
@@ -295,14 +307,7 @@ def main():
             astro_rows.append((det.name, boxes, r, best, ams[astro_path.name]))
         print(f"#   {det.name}: done", flush=True)
 
-    print("\n## Box calibration fitted on the train split (4 images, 18 faces; matches at IoU >= 0.3)\n")
-    print("| detector | matched pairs | width x | height x | centre dx (widths) | centre dy (heights) |")
-    print("|---|---:|---:|---:|---:|---:|")
-    for name, n, cal in cal_rows:
-        if cal is None:
-            print(f"| {name} | {n} | (too few matches: not calibrated) | | | |")
-        else:
-            print(f"| {name} | {n} | {cal[0]:.3f} | {cal[1]:.3f} | {cal[2]:+.3f} | {cal[3]:+.3f} |")
+    print_box_maps("Box calibration fitted on the train split (4 images, 18 faces; matches at IoU >= 0.3)", cal_rows)
 
     for split, title in (("test", "test split: 5 images, 25 faces"),
                          ("all", "all 9 images, 43 faces (calibrated rows include the 4 calibration images)")):
@@ -395,14 +400,8 @@ def mit_cmu(facedets, args, ap):
                          r_op))
         print(f"#   {name}: {seconds:.0f} s CPU on the MIT+CMU images (both runs)", flush=True)
 
-    print("\n## Box maps fitted on caltech_webfaces val (detections at the operating point matched at IoU >= 0.3)\n")
-    print("| detector | images | matched pairs | width x | height x | centre dx (widths) | centre dy (heights) |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
-    for name, n, cal in maps:
-        if cal is None:
-            print(f"| {name} | {len(val)} | {n} | (too few matches: not mapped) | | | |")
-        else:
-            print(f"| {name} | {len(val)} | {n} | {cal[0]:.3f} | {cal[1]:.3f} | {cal[2]:+.3f} | {cal[3]:+.3f} |")
+    print_box_maps(f"Box maps fitted on {len(val)} caltech_webfaces val images (detections at the operating point "
+                   "matched at IoU >= 0.3)", maps)
 
     print(f"\n## MIT+CMU frontal: detection rate at a number of false positives over {scope}, {n_free} without "
           f"faces, {n_faces} faces (IoU >= 0.5)\n")

@@ -13,7 +13,7 @@
    positives / AP on a fifth of the caltech_webfaces `val` images (reported only).
 4. Box map (facedet.bootstrap.calibrate_box) and operating point (threshold, min_neighbors; the F1 rule of
    facedet.bootstrap.choose_threshold) on caltech_webfaces `val` plus the held-out face-free images.
-   mit_cmu_frontal is never read: it is the test set (scripts/bench_detect.py --mit-cmu).
+   The benchmark test set is never read here (scripts/bench_detect.py --mit-cmu).
 
 Usage: PYTHONPATH=. python scripts/train_default.py [--rounds 3] [--out models/default_detector.npz] [--threads 2]
                                                    [--check MODEL]
