@@ -1,5 +1,8 @@
 """facedet: face detection with a support vector machine on 19x19 windows (Osuna, Freund, Girosi 1997).
 
+- :func:`detect`: ``facedet.detect("photo.jpg")`` (or a PIL image, a grey/RGB/BGR/RGBA array) -> list of
+  :class:`Face` (x, y, w, h in pixels, score, confidence), with the shipped model loaded once;
+  :func:`detect_many` over many images.
 - :class:`Detector`: classifier + cascade prefilter + scanning parameters; ``detect(image)`` returns
   (k, 5) boxes [x, y, w, h, score] in image pixels; ``Detector.load(path)`` / ``detector.save(path)``.
 - :func:`load_default`: the shipped model (models/default_detector.npz, or $FACEDET_MODEL); its path is
@@ -10,7 +13,8 @@
 Names are imported lazily, so that the ``facedet`` command's entry point (:mod:`facedet.__main__`) loads
 nothing heavy before it handles Ctrl-C.
 """
-__all__ = ["Detector", "default_model_path", "load_default"]
+__version__ = "0.2.0"  # the distribution's version (pyproject.toml reads it from here)
+__all__ = ["Detector", "Face", "default_model_path", "detect", "detect_many", "load_default"]
 
 
 def __getattr__(name):
@@ -18,6 +22,10 @@ def __getattr__(name):
         from . import detector
 
         return getattr(detector, name)
+    if name in ("Face", "detect", "detect_many"):
+        from . import api
+
+        return getattr(api, name)
     raise AttributeError(f"module 'facedet' has no attribute {name!r}")
 
 

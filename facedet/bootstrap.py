@@ -3,7 +3,8 @@
 :func:`train_detector` fits the cascade prefilter and the SVM on patches; :func:`bootstrap` then repeats:
 scan images that contain no face, add the windows the detector accepts there (false positives) to the
 non-face patches, retrain. Nothing else: bootstrapping is training plus scanning. On annotated training
-images, :func:`calibrate_box` fits the window-to-face-box map and :func:`choose_threshold` the operating point.
+images, :func:`calibrate_box` fits the window-to-face-box map, :func:`choose_threshold` the operating point and
+:func:`calibrate_confidence` the scores' confidence.
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from svmcore._validation import check_scalar
+from svmcore.probability import fit_sigmoid
 
 from .detector import Detector, as_grey, check_params
 from .features import get_features
@@ -302,6 +304,40 @@ def choose_threshold(detector, items, candidates=np.round(np.arange(-1.0, 1.01, 
     f1 = np.array([2 * h / max(h + f + n_truth, 1) for _, _, h, f in rows]).reshape(len(candidates), -1)
     i, j = plateau_top(f1)
     return detector.with_params(threshold=float(candidates[i]), min_neighbors=int(neighbors[j])), rows
+
+
+def calibrate_confidence(detector, items, threshold=None, iou_threshold=0.5):
+    """Fit the detector's ``platt`` (A, B): the confidence of a detection, 1 / (1 + exp(A score + B)), is the
+    fraction of detections of that score that are faces on held-out annotated images (Platt 1999, with the
+    targets and Newton method of Lin, Lin, Weng 2007: :func:`svmcore.probability.fit_sigmoid`).
+
+    items: iterable of (image, truth boxes (m, 4) xywh[, ignore (m,) bool]); images without faces add false
+    positives. Each image is searched at ``threshold`` (default: the detector's; lower it to calibrate the
+    scores users reach with a lower ``--threshold``) with the detector's min_neighbors; a detection matching a
+    face one-to-one at IoU >= ``iou_threshold`` is a face, one matching only an ignored face is left out.
+    Returns (detector with ``platt`` set, scores (n,) float64, is_face (n,) bool): the detections it was fitted
+    on, for :func:`facedet.evaluate.reliability_table`. Raises ValueError if the detections are not both faces and non-faces, or if
+    the fitted sigmoid does not rise with the score.
+    """
+    from .evaluate import match_detections
+
+    det = detector if threshold is None else detector.with_params(threshold=threshold)
+    scores, is_face = [], []
+    for img, truth, *ignore in items:
+        dets = det.detect(img)
+        m = match_detections(dets, np.asarray(truth, float).reshape(-1, 4), ignore[0] if ignore else None,
+                             iou_threshold=iou_threshold)
+        keep = ~m["is_ignored"]
+        scores.append(dets[keep, 4])
+        is_face.append(m["is_tp"][keep])
+    scores, is_face = np.concatenate(scores), np.concatenate(is_face)
+    if is_face.all() or not is_face.any():
+        raise ValueError(f"calibrate_confidence: {len(scores)} detections, {int(is_face.sum())} of them faces: "
+                         "need both faces and false positives (lower the threshold or add face-free images)")
+    A, B = fit_sigmoid(scores, is_face)
+    if A >= 0:
+        raise ValueError(f"calibrate_confidence: the fitted confidence falls as the score rises (A = {A:.3g})")
+    return detector.with_params(platt=(A, B)), scores, is_face
 
 
 def plateau_top(scores):

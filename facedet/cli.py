@@ -134,8 +134,17 @@ def _print(*objects, **kwargs):
             pass
 
 
+def _version(value: bool):
+    if value:
+        from . import __version__
+
+        _print(f"facedet {__version__}", markup=False, highlight=False)
+        raise typer.Exit(0)
+
+
 @app.callback()
-def _start():
+def _start(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                        help="Print the version and exit.")):
     # each run (or CliRunner invocation in one process) starts with a working standard output
     _stdout["lost"] = False
 
@@ -533,13 +542,18 @@ def detect(
                                             "(one <name>.faces.png per image; -2, -3 added when names repeat), or "
                                             "an image file name (.png, .jpg, ...) for a single image."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON: [{image, width, height, faces: "
-                                                       "[{x, y, w, h, score}]}], whole pixels of the original "
-                                                       "image (a face at the border can extend past it), score "
+                                                       "[{x, y, w, h, score, confidence}]}], whole pixels of the "
+                                                       "original image (a face at the border can extend past "
+                                                       "it), score and confidence (0-1, calibrated models only) "
                                                        "to 4 decimals; with --out also 'annotated', the image "
                                                        "written. Images that fail are not listed: they are "
                                                        "reported on stderr and the exit code is 1."),
     threshold: Optional[float] = typer.Option(None, help="SVM decision value above which a window is a face "
                                                          "(default: the model's; higher: fewer, surer faces)."),
+    min_confidence: Optional[float] = typer.Option(None, min=0.0, max=1.0,
+                                                   help="Keep faces of at least this confidence, 0-1: the fraction "
+                                                        "of detections of that score that were faces on the "
+                                                        "model's calibration photos (needs a calibrated model)."),
     min_size: Optional[float] = typer.Option(None, help="Smallest face side in pixels (default: the model's). "
                                                         "Smaller values act as the smallest face a 19x19 window "
                                                         "upsampled 4x covers (7.5 px for the shipped model)."),
@@ -579,6 +593,8 @@ def detect(
             det = det.with_params(**overrides)
         except (TypeError, ValueError) as exc:
             _usage(_as_options(exc, [*overrides, "min_size"]))  # (the model's min_size bounds --max-size)
+    if min_confidence is not None and det.platt is None:
+        _usage("--min-confidence: the model has no confidence calibration (facedet calibrate); use --threshold")
     targets = _annotation_targets(images, out_path)
     _check_not_input(targets, "--out", {"IMAGE": images, "--model": model})
     results, failed = [], 0
@@ -589,13 +605,15 @@ def detect(
             try:
                 rgb = read_rgb(path, max_pixels=max_pixels)
                 boxes = det.detect(rgb, threads=threads)
+                conf = det.confidence(boxes[:, 4])
+                if min_confidence is not None:
+                    boxes, conf = boxes[conf >= min_confidence], conf[conf >= min_confidence]
             except (ImageError, ValueError, OSError) as exc:
                 _report("failed", _image_error(exc) if isinstance(exc, ImageError) else f"{path}: {exc}")
                 failed += 1
                 continue
             results.append({"image": str(path), "width": int(rgb.shape[1]), "height": int(rgb.shape[0]),
-                            "faces": [{"x": int(round(b[0])), "y": int(round(b[1])), "w": int(round(b[2])),
-                                       "h": int(round(b[3])), "score": round(float(b[4]), 4)} for b in boxes]})
+                            "faces": [_face_record(b, None if conf is None else conf[i]) for i, b in enumerate(boxes)]})
             if target is not None:  # a failed write loses the picture, not the detections
                 _interrupt.check()
                 try:
@@ -610,16 +628,25 @@ def detect(
     else:
         t = Table(title="faces")
         t.add_column("image", overflow="fold")
-        for col in ("size", "faces", "boxes x,y,w,h (score)"):
+        for col in ("size", "faces", "boxes x,y,w,h (score, confidence)"):
             t.add_column(col)
         for r in results:
             t.add_row(Text(r["image"]), f"{r['width']}x{r['height']}", str(len(r["faces"])),
-                      "\n".join(f"{f['x']},{f['y']},{f['w']},{f['h']} ({f['score']:.2f})" for f in r["faces"]))
+                      "\n".join(f"{f['x']},{f['y']},{f['w']},{f['h']} ({f['score']:.2f}"
+                                + (f", {f['confidence']:.0%})" if "confidence" in f else ")") for f in r["faces"]))
         _print(t)
         for r in results:
             if "annotated" in r:
                 _print(f"wrote {r['annotated']}", markup=False, highlight=False)
     _exit(failed)
+
+
+def _face_record(box, confidence):
+    """One face of detect --json: whole pixels, score and confidence (calibrated models only) to 4 decimals."""
+    face = {k: int(round(v)) for k, v in zip("xywh", box[:4])} | {"score": round(float(box[4]), 4)}
+    if confidence is not None:
+        face["confidence"] = round(float(confidence), 4)
+    return face
 
 
 def _annotated_set(images, annotations, split, model, max_pixels):
@@ -875,17 +902,19 @@ def calibrate(
                                                         "operating point (so not with --box-only)."),
     operating_point: bool = typer.Option(True, "--operating-point/--box-only",
                                          help="Also choose the threshold (-1 to 3, step 0.1) and min_neighbors (1-3) "
-                                              "that maximise F1 on these images; --box-only keeps the model's."),
+                                              "that maximise F1 on these images, and fit the scores' confidence "
+                                              "(Platt's sigmoid) on their detections; --box-only keeps the "
+                                              "model's."),
     max_pixels: int = _max_pixels_option(),
 ):
-    """Fit a model's window-to-box map to the annotations' box convention (and its operating point).
+    """Fit a model's window-to-box map to the annotations' box convention (and its operating point and confidence).
 
     A window of side s at (x, y) becomes the box of side scale*s centred at (x + s/2 + dx*s, y + s/2 + dy*s);
     (dx, dy, scale) is the median over the annotated faces of the map from each face's best window to its box.
     Models from train and bootstrap have (0, 0, 1), the raw 19x19 window (eyebrows to mouth)."""
     import numpy as np
 
-    from .bootstrap import calibrate_box, choose_threshold
+    from .bootstrap import calibrate_box, calibrate_confidence, choose_threshold
     from .evaluate import plural
     from .imageio import ImageError
 
@@ -913,10 +942,16 @@ def calibrate(
         try:
             det, n_faces = calibrate_box(det, [item for item in items if len(item[1])])
             if operating_point:
-                det, _ = choose_threshold(det, items + [(g, np.zeros((0, 4))) for _, g in neg],
-                                          candidates=np.round(np.arange(-1.0, 3.01, 0.1), 2), neighbors=(1, 2, 3))
+                items += [(g, np.zeros((0, 4))) for _, g in neg]
+                det, _ = choose_threshold(det, items, candidates=np.round(np.arange(-1.0, 3.01, 0.1), 2),
+                                          neighbors=(1, 2, 3))
         except ValueError as exc:
             _usage(str(exc))
+        if operating_point:  # down to the lowest threshold tried: users may lower --threshold that far
+            try:
+                det, _, _ = calibrate_confidence(det, items, threshold=-1.0)
+            except ValueError as exc:
+                _report("warning:", f"no confidence calibration: {exc}")
     _write(det.save, out_path)
     dx, dy, scale = det.box
     _print(f"box map from {plural(n_faces, 'face')}: dx={dx:+.3f} dy={dy:+.3f} scale={scale:.3f}; threshold "

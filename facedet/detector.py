@@ -23,6 +23,7 @@ from PIL import Image
 
 from svmcore import persistence
 from svmcore._validation import check_scalar
+from svmcore.probability import sigmoid_predict
 
 from .features import get_features
 from .imageio import composite_over_white
@@ -82,7 +83,8 @@ def check_params(**params):
     defaults there) and return ``box`` as a float tuple.
 
     Training calls it before any work, so that a bad value fails in seconds, not after the SVM fit.
-    Raises ValueError/TypeError for out-of-range or unknown parameters.
+    Raises ValueError/TypeError for out-of-range or unknown parameters. Returns (box, platt) as float tuples
+    (platt None if not given).
     """
     defaults = {k: v for k, v in Detector.__init__.__kwdefaults__.items() if k != "features"}
     unknown = sorted(set(params) - set(defaults))
@@ -111,7 +113,14 @@ def check_params(**params):
     if p["max_size"] is not None and p["max_size"] < smallest:  # else every scan would be silently empty
         raise ValueError(f"max_size: must be >= {smallest:.1f}, the smallest face this detector finds (a {WINDOW}x"
                          f"{WINDOW} window upsampled {MAX_UPSAMPLE}x), got {p['max_size']}")
-    return box
+    platt = p["platt"]
+    if platt is not None:
+        if np.ndim(platt) != 1 or len(platt) != 2:
+            raise ValueError(f"platt: expected (A, B) or None, got {platt!r}")
+        platt = tuple(float(check_scalar(v, "platt")) for v in platt)
+        if platt[0] >= 0:  # the confidence would fall as the score rises
+            raise ValueError(f"platt: expected A < 0 (confidence rising with the score), got {platt}")
+    return box, platt
 
 
 class Detector:
@@ -129,17 +138,19 @@ class Detector:
     None: off);
     merge_iou: windows overlapping this much (IoU) are merged into one detection;
     min_neighbors: detections made of fewer windows are dropped; box: (dx, dy, scale) maps a window of side s
-    at (x, y) to the face box of side scale*s centred at (x + s/2 + dx*s, y + s/2 + dy*s).
+    at (x, y) to the face box of side scale*s centred at (x + s/2 + dx*s, y + s/2 + dy*s); platt: (A, B) of
+    Platt's sigmoid 1 / (1 + exp(A score + B)) that turns a detection's score into its :meth:`confidence`
+    (:func:`facedet.bootstrap.calibrate_confidence`), or None for an uncalibrated model.
     Raises ValueError/TypeError for out-of-range parameters, a classifier without two classes [0, 1] or [-1, 1],
     or a prefilter that is not a :class:`facedet.scoring.Prefilter`.
     """
 
     def __init__(self, classifier, prefilter=None, *, scale_factor=1.2, stride=2, min_size=20, max_size=None,
-                 threshold=0.0, refine=None, merge_iou=0.3, min_neighbors=2, box=(0.0, 0.0, 1.0),
+                 threshold=0.0, refine=None, merge_iou=0.3, min_neighbors=2, box=(0.0, 0.0, 1.0), platt=None,
                  features="osuna"):
-        box = check_params(scale_factor=scale_factor, stride=stride, min_size=min_size, max_size=max_size,
-                           threshold=threshold, refine=refine, merge_iou=merge_iou, min_neighbors=min_neighbors,
-                           box=box)
+        box, platt = check_params(scale_factor=scale_factor, stride=stride, min_size=min_size, max_size=max_size,
+                                  threshold=threshold, refine=refine, merge_iou=merge_iou,
+                                  min_neighbors=min_neighbors, box=box, platt=platt)
         if not hasattr(classifier, "decision_function") or not (hasattr(classifier, "dual_coef_")
                                                                 or hasattr(classifier, "coef_")):
             raise ValueError("classifier: expected a fitted SVC or PmSVM")
@@ -166,13 +177,15 @@ class Detector:
         self.merge_iou = float(merge_iou)
         self.min_neighbors = int(min_neighbors)
         self.box = box
+        self.platt = platt
 
     def params(self):
         """Scanning parameters as a JSON-able dict (the keyword arguments of the constructor)."""
         return {"scale_factor": self.scale_factor, "stride": self.stride, "min_size": self.min_size,
                 "max_size": self.max_size, "threshold": self.threshold, "refine": self.refine,
                 "merge_iou": self.merge_iou,
-                "min_neighbors": self.min_neighbors, "box": list(self.box)}
+                "min_neighbors": self.min_neighbors, "box": list(self.box),
+                "platt": None if self.platt is None else list(self.platt)}
 
     def with_params(self, **params):
         """A copy with some scanning parameters (or ``features``) changed; same classifier and prefilter.
@@ -181,6 +194,14 @@ class Detector:
         ValueError for features that do not match the classifier's input size."""
         features = params.pop("features", self.features)
         return Detector(self.classifier, self.prefilter, features=features, **{**self.params(), **params})
+
+    def confidence(self, scores):
+        """Detection scores (any shape) -> confidences in [0, 1], float64 of the same shape: Platt's sigmoid
+        1 / (1 + exp(A score + B)) fitted on held-out detections (Platt 1999; Lin, Lin, Weng 2007), the
+        fraction of detections of that score that were faces there. None for a model without ``platt``."""
+        if self.platt is None:
+            return None
+        return sigmoid_predict(scores, *self.platt)
 
     def window_features(self, windows):
         """The classifier's feature rows of (n, 19, 19) windows: (n, p) float64 (see ``features``)."""

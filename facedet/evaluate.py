@@ -584,3 +584,20 @@ def _check_scores_labels(scores, labels):
     if positive.all() or not positive.any():
         raise ValueError("labels contain only one class; a ROC curve needs positives and negatives")
     return scores, positive
+
+
+def reliability_table(confidence, is_face, bins=10):
+    """Confidence bins against the measured fraction of faces: rows (low, high, detections, mean confidence,
+    fraction of faces) for the non-empty bins of [0, 1] split into ``bins`` equal parts, and the expected
+    calibration error (the detection-weighted mean of |mean confidence - fraction of faces|; Naeini, Cooper,
+    Hauskrecht 2015)."""
+    confidence, is_face = np.asarray(confidence, float), np.asarray(is_face, bool)
+    which = np.minimum((confidence * bins).astype(np.int64), bins - 1)
+    rows, ece = [], 0.0
+    for b in range(bins):
+        sel = which == b
+        if sel.any():
+            conf, frac = float(confidence[sel].mean()), float(is_face[sel].mean())
+            rows.append((b / bins, (b + 1) / bins, int(sel.sum()), conf, frac))
+            ece += sel.sum() * abs(conf - frac)
+    return rows, ece / max(len(confidence), 1)

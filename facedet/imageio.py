@@ -119,11 +119,18 @@ def read_grey(path, *, max_pixels=MAX_PIXELS) -> np.ndarray:
     integer, ValueError if ``max_pixels`` < 1.
     """
     with _open(path, max_pixels) as im:
-        if im.mode in ("1", "L"):
-            return np.ascontiguousarray(np.asarray(im.convert("L"), dtype=np.uint8))
-        if im.mode.startswith("I"):
-            return _sixteen_to_eight(im, path)
-        return np.ascontiguousarray(np.asarray(_to_rgb_image(im, path).convert("L"), dtype=np.uint8))
+        return pil_to_grey(im, path)
+
+
+def pil_to_grey(im, name="image") -> np.ndarray:
+    """A PIL image as a C-contiguous ``(H, W)`` uint8 grey array, converted as :func:`read_grey` converts a file
+    (no EXIF rotation: the image is taken as given). Raises :class:`ImageError` (naming ``name``) for a pixel
+    mode it cannot convert."""
+    if im.mode in ("1", "L"):
+        return np.ascontiguousarray(np.asarray(im.convert("L"), dtype=np.uint8))
+    if im.mode.startswith("I"):
+        return _sixteen_to_eight(im, name)
+    return np.ascontiguousarray(np.asarray(_to_rgb_image(im, name).convert("L"), dtype=np.uint8))
 
 
 def read_rgb(path, *, max_pixels=MAX_PIXELS) -> np.ndarray:

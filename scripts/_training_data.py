@@ -3,6 +3,7 @@ annotated scenes (train and test splits), plus the per-split evaluation of a det
 from __future__ import annotations
 
 import tempfile
+import time
 
 import numpy as np
 
@@ -101,12 +102,12 @@ def log_round(info):
     """bootstrap callback: a progress line every 50 scanned images, and one line per round (support vectors
     only for a classifier that has them)."""
     if info.get("event") == "scan" and (info["image"] % 50 == 0 or info["image"] == info["n_images"]):
-        print(f"    scanned {info['image']}/{info['n_images']} negative images", flush=True)
+        print(f"    {time.strftime('%H:%M:%S')} scanned {info['image']}/{info['n_images']} negative images", flush=True)
     if info.get("event") == "round":
         r = info["round"]
         svs = f"{r.n_support} SVs, " if r.n_support else ""
         scenes = "".join(f"; {split} DR {dr:.2f} / FP {fp} / AP {ap:.2f}" for split, (dr, fp, ap) in r.scores.items())
-        print(f"  round {r.round}: {r.n_nonfaces} non-faces, {svs}{r.fp_windows} FP windows / {r.fp_detections} "
+        print(f"  {time.strftime('%H:%M:%S')} round {r.round}: {r.n_nonfaces} non-faces, {svs}{r.fp_windows} FP windows / {r.fp_detections} "
               f"FP detections on negatives{scenes}", flush=True)
 
 

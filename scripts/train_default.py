@@ -57,7 +57,7 @@ SVM_PARAMS = {"C": 10.0}
 # 46,000 faces) the first detector accepts so much that its first round of mining yields near-random windows
 RANDOM_NONFACES = 100
 # the highest-scoring false positives kept per negative image and round: one texture cannot flood the set
-MAX_PER_IMAGE = 150
+MAX_PER_IMAGE = 300
 # pyramid step 1.1, stride 2, and around every window scoring above 0 (the SVM's boundary) stride 1 and the
 # pyramid's half steps (facedet.scan.scan)
 SCAN = {"scale_factor": 1.1, "stride": 2, "refine": 0.0, "min_size": 20}
@@ -88,7 +88,7 @@ def main():
     web = webfaces_windows(args.data, CBCL_FRAMING, ROTATIONS)
     val = webfaces_val(args.data)
 
-    sets = {"val/5": val[::5], "scenes test": [(images[n], ann["test"][n][0]) for n in ann["test"]]}
+    sets = {"val/20": val[::20], "scenes test": [(images[n], ann["test"][n][0]) for n in ann["test"]]}
 
     def per_round(det):  # threshold 0 without refinement: an early round accepts too much to refine around
         return evaluate_sets(det.with_params(refine=None), sets)

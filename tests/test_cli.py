@@ -61,6 +61,13 @@ def test_detect_json_default_model(astro):
     assert set(f) == {"x", "y", "w", "h", "score"} and isinstance(f["x"], int) and isinstance(f["score"], float)
 
 
+def test_version():
+    import facedet
+
+    r = runner.invoke(app, ["--version"])
+    assert r.exit_code == 0 and r.stdout == f"facedet {facedet.__version__}\n"
+
+
 def test_detect_scan_overrides(astro):
     # a coarse scan (every other pyramid level, twice the stride, no refinement) scores a subset of the
     # windows: the face's score can only drop
@@ -588,6 +595,17 @@ def test_calibrate_refits_the_shipped_box_map_and_operating_point(data_dir, tmp_
     det = Detector.load(tmp_path / "op.npz")
     assert det.min_neighbors in (1, 2, 3) and -1 <= det.threshold <= 3
     assert f1(det) >= f1(Detector.load(tmp_path / "box.npz"))
+    assert Detector.load(tmp_path / "box.npz").platt is None and det.platt[0] < 0  # the confidence is fitted
+    # --min-confidence keeps the faces of at least that confidence, each listed with it
+    photo = str(scenes / "images" / next(iter(grey)))
+    r = runner.invoke(app, ["detect", photo, "--json", "--model", str(tmp_path / "op.npz"), "--threshold", "-1"])
+    faces = json.loads(r.stdout)[0]["faces"]
+    cut = sorted(f["confidence"] for f in faces)[len(faces) // 2]
+    r = runner.invoke(app, ["detect", photo, "--json", "--model", str(tmp_path / "op.npz"), "--threshold", "-1",
+                            "--min-confidence", str(cut)])
+    assert r.exit_code == 0 and json.loads(r.stdout)[0]["faces"] == [f for f in faces if f["confidence"] >= cut]
+    r = runner.invoke(app, ["detect", photo, "--model", str(tmp_path / "box.npz"), "--min-confidence", "0.5"])
+    assert r.exit_code == 2 and "no confidence calibration" in r.stderr
     r = runner.invoke(app, [*args[:4], str(tmp_path / "nowhere"), *args[5:], "--out", str(tmp_path / "x.npz")])
     assert r.exit_code == 2 and "not a folder" in r.stderr
     ignored = tmp_path / "ignored.csv"
