@@ -126,6 +126,13 @@ def mine_negatives(detector, images, max_per_image=300, callback=None):
     return windows, np.array(n_windows, dtype=np.int64), np.array(n_dets, dtype=np.int64)
 
 
+def keeps_training_rows(classifier):
+    """Whether the classifier's support vectors are training rows (an SVC; not a PmSVM, nor an SVC reduced by
+    :func:`svmcore.reduced.reduce_quadratic`, whose vectors are no windows: its ``support_`` is -1)."""
+    support = getattr(classifier, "support_", None)
+    return hasattr(classifier, "support_vectors_") and support is not None and bool((support >= 0).all())
+
+
 @dataclass
 class Round:
     """One bootstrapping round: the detector trained on ``n_nonfaces`` non-face patches and its figures."""
@@ -160,8 +167,9 @@ def bootstrap(detector, negative_images, rounds, *, features=None, labels=None, 
     if features is None:
         if labels is not None:
             raise ValueError("bootstrap: labels given without features")
-        if not hasattr(clf, "support_vectors_"):
-            raise ValueError(f"bootstrap: a {type(clf).__name__} keeps no training rows; pass features and labels")
+        if not keeps_training_rows(clf):
+            raise ValueError(f"bootstrap: this {type(clf).__name__} keeps no training rows (a PmSVM, or a reduced "
+                             "set); pass features and labels")
         features = clf.support_vectors_  # CSR if the SVC was fitted on CSR rows (np.asarray: a 0-d object array)
         features = features.toarray() if sp.issparse(features) else np.asarray(features)
         labels = (np.ravel(clf.dual_coef_) > 0).astype(np.int64)

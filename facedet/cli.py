@@ -479,7 +479,7 @@ def bootstrap(
     max_pixels: int = _max_pixels_option(),
 ):
     """Bootstrap: add the false positives on face-free images to the non-faces and retrain, N rounds."""
-    from .bootstrap import bootstrap as run, training_set
+    from .bootstrap import bootstrap as run, keeps_training_rows, training_set
 
     _split_needs_data(ctx, data)
     _check_output(out_path, "--out")
@@ -495,9 +495,9 @@ def bootstrap(
             features, labels = training_set(X, y, features=det.features)
         except (TypeError, ValueError) as exc:
             _usage(str(exc))
-    elif not hasattr(det.classifier, "support_vectors_"):
-        _usage(f"{model}: a {type(det.classifier).__name__} model keeps no training rows; give the patches to "
-               f"retrain on (--data, or --faces and --nonfaces)")
+    elif not keeps_training_rows(det.classifier):
+        _usage(f"{model}: the model keeps no training rows (a PmSVM, or a reduced set as the shipped model); give "
+               f"the patches to retrain on (--data, or --faces and --nonfaces)")
     with _progress() as progress:
         neg, nfail = _negatives(negatives, negative_files, progress, max_pixels)
         scan_task = progress.add_task("scanning negatives", total=len(neg), info="")

@@ -7,7 +7,7 @@ import time
 
 import numpy as np
 
-from facedet.evaluate import evaluate_detections, read_annotations
+from facedet.evaluate import evaluate_detections, read_annotations, reliability_table
 from facedet.imageio import read_grey
 from facedet.patches import image_files, load_landmark_faces, load_npz
 
@@ -129,3 +129,13 @@ def report(det, ops, table, evaluate):
     final = evaluate(det)
     print(f"\nfinal (threshold {det.threshold:+.2f}, min_neighbors {det.min_neighbors}): "
           + "; ".join(f"{s} DR {dr:.2f} FP {fp} AP {ap:.2f}" for s, (dr, fp, ap) in final.items()))
+
+
+def print_reliability(det, scores, is_face, bins=10):
+    """The confidence calibration's reliability table (facedet.evaluate.reliability_table) as markdown."""
+    rows, ece = reliability_table(det.confidence(scores), is_face, bins)
+    print(f"  confidence: platt A={det.platt[0]:.4f} B={det.platt[1]:.4f} on {len(scores)} detections "
+          f"({int(is_face.sum())} faces); expected calibration error {ece:.3f}")
+    print("| confidence | detections | mean confidence | fraction faces |\n|---|---|---|---|")
+    for lo, hi, n, conf, frac in rows:
+        print(f"| {lo:.1f}-{hi:.1f} | {n} | {conf:.3f} | {frac:.3f} |")

@@ -11,8 +11,9 @@
    five of wu_rare_event, kept out for the operating point: the false positives become non-face patches
    and the SVM is retrained. Per round: false positives on the negative images, and detection rate / false
    positives / AP on a fifth of the caltech_webfaces `val` images (reported only).
-4. Box map (facedet.bootstrap.calibrate_box) and operating point (threshold, min_neighbors; the F1 rule of
-   facedet.bootstrap.choose_threshold) on caltech_webfaces `val` plus the held-out face-free images.
+4. Box map (facedet.bootstrap.calibrate_box), operating point (threshold, min_neighbors; the F1 rule of
+   facedet.bootstrap.choose_threshold) and the scores' confidence (Platt's sigmoid,
+   facedet.bootstrap.calibrate_confidence) on caltech_webfaces `val` plus the held-out face-free images.
    The benchmark test set is never read here (scripts/bench_detect.py --mit-cmu).
 
 Usage: PYTHONPATH=. python scripts/train_default.py [--rounds 3] [--out models/default_detector.npz] [--threads 2]
@@ -37,7 +38,8 @@ from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from facedet.bootstrap import bootstrap, calibrate_box, choose_threshold, train_detector  # noqa: E402
+from facedet.bootstrap import (bootstrap, calibrate_box, calibrate_confidence, choose_threshold,  # noqa: E402
+                               train_detector)
 from facedet.detector import FORMAT as DETECTOR_FORMAT  # noqa: E402
 from facedet.detector import Detector  # noqa: E402
 from facedet.evaluate import iou, match_detections  # noqa: E402
@@ -46,7 +48,7 @@ from facedet.patches import CBCL_FRAMING, augment, sample_windows  # noqa: E402
 from svmcore.persistence import read_archive  # noqa: E402
 
 from _training_data import (check_args, evaluate_sets, fmt_box, load_training_data, log_round,  # noqa: E402
-                            report, webfaces_val, webfaces_windows)
+                            print_reliability, report, webfaces_val, webfaces_windows)
 
 ROOT = Path(__file__).resolve().parents[1]
 # each Web Faces face: as in the photo plus ROTATIONS tilted copies, each mirrored
@@ -114,7 +116,10 @@ def main():
     det, n = calibrate_box(det, val)
     print(f"  box calibration on {n} val faces: {fmt_box(det.box)}", flush=True)
     items = val + [(g, np.zeros((0, 4))) for g in held_out]
-    det, rows = choose_threshold(det, items, candidates=np.round(np.arange(-0.5, 2.51, 0.1), 2), neighbors=(1, 2, 3))
+    candidates = np.round(np.arange(-0.5, 2.51, 0.1), 2)
+    det, rows = choose_threshold(det, items, candidates=candidates, neighbors=(1, 2, 3))
+    det, scores, is_face = calibrate_confidence(det, items, threshold=candidates[0])
+    print_reliability(det, scores, is_face)
     det.save(args.out)
     print(f"\nsaved {args.out} ({args.out.stat().st_size / 1e6:.1f} MB) in {time.perf_counter() - t_start:.0f} s total")
     report(det, rows, [(str(r.round), r) for r in table], lambda d: evaluate_sets(d, sets))
