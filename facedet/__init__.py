@@ -5,7 +5,7 @@
   :func:`detect_many` over many images.
 - :class:`Detector`: classifier + cascade prefilter + scanning parameters; ``detect(image)`` returns
   (k, 5) boxes [x, y, w, h, score] in image pixels; ``Detector.load(path)`` / ``detector.save(path)``.
-- :func:`load_default`: the shipped model (models/default_detector.npz, or $FACEDET_MODEL); its path is
+- :func:`load_default`: the shipped model (facedet/models/default_detector.npz, or $FACEDET_MODEL); its path is
   :func:`default_model_path`.
 - Modules: preprocess (mask, plane, equalization), patches, features, scoring, scan, merge, bootstrap,
   imageio, evaluate; the ``facedet`` command is :mod:`facedet.cli`.

@@ -536,7 +536,7 @@ def detect(
     images: List[Path] = typer.Argument(..., readable=False, metavar="IMAGE",
                                         help="Image files (PNG, JPEG, TIFF, ...; colour, grey, 16-bit or alpha), "
                                              "or folders: every image file in them, subfolders included."),
-    model: Optional[Path] = typer.Option(None, help="Model file (default: models/default_detector.npz, or "
+    model: Optional[Path] = typer.Option(None, help="Model file (default: facedet/models/default_detector.npz, or "
                                                     "$FACEDET_MODEL)."),
     out_path: Optional[Path] = typer.Option(None, "--out", help="Write annotated images (boxes in green): a folder "
                                             "(one <name>.faces.png per image; -2, -3 added when names repeat), or "
@@ -772,7 +772,7 @@ def evaluate(
                                                "counts neither as hit nor miss; empty x,y,w,h: an image without "
                                                "faces; img_width, img_height: the image's size when annotated (an "
                                                "image of another size fails)."),
-    model: Optional[Path] = typer.Option(None, help="Model file (default: models/default_detector.npz, or "
+    model: Optional[Path] = typer.Option(None, help="Model file (default: facedet/models/default_detector.npz, or "
                                                     "$FACEDET_MODEL)."),
     split: Optional[str] = typer.Option(None, help="Evaluate only rows of this split (e.g. test); the images the "
                                                    "CSV does not list are evaluated with every split."),
@@ -814,13 +814,20 @@ def evaluate(
             _check_not_input(path, option, {"--annotations": annotations, "--model": model})
             try:
                 plot_format(path)
-            except ValueError as exc:
+            except (ValueError, ModuleNotFoundError) as exc:
                 _usage(f"{option} {exc}")
     if plot is not None and roc is not None and _real(plot) == _real(roc):
         _usage(f"--roc {roc}: is the --plot file too; give two names")
-    default_plot = plot is None and os.access(".", os.W_OK | os.X_OK)
+    no_plot, default_plot = None, plot is None  # (why the default plot is not written)
     if default_plot:
-        plot = Path("precision_recall.png")
+        import importlib.util
+
+        if importlib.util.find_spec("matplotlib") is None:
+            no_plot = "matplotlib is not installed (pip install 'facedet-svm[plot]')"
+        elif not os.access(".", os.W_OK | os.X_OK):
+            no_plot = "the current folder is not writable (give --plot PATH)"
+        else:
+            plot = Path("precision_recall.png")
     ann, read, det = _annotated_set(images, annotations, split, model, max_pixels)
     if threshold is not None:
         try:
@@ -829,8 +836,8 @@ def evaluate(
             _usage(_as_options(exc, ["threshold"]))
     unlisted = _unlisted_images(images, annotations)
     ann = {**ann, **{name: (np.zeros((0, 4)), np.zeros(0, bool)) for name in unlisted}}
-    if default_plot and _inside(plot, images):
-        plot = None  # the next run would read it as an image without faces
+    if default_plot and plot is not None and _inside(plot, images):  # the next run would read it as an image
+        plot, no_plot = None, "the current folder is inside --images (give --plot PATH)"
     for path, option in ((plot, "--plot"), (roc, "--roc")):
         if path is not None:
             _check_not_input(path, option, {"--images": [images / name for name in ann]})
@@ -875,8 +882,7 @@ def evaluate(
         _report("note:", f"the detections end at {plural(res.false_positives, 'false positive')} (the detector's "
                          f"threshold); at more, the rate is that of all of them (a lower --threshold goes further)")
     if plot is None:
-        _report("note:", "no precision-recall plot: the current folder is "
-                         f"{'inside --images' if default_plot else 'not writable'} (give --plot PATH)")
+        _report("note:", f"no precision-recall plot: {no_plot}")
     else:
         _write(lambda path: plot_precision_recall(res, path), plot)
         _print(f"wrote {plot}", markup=False, highlight=False)

@@ -15,7 +15,7 @@ atomically).
 from __future__ import annotations
 
 import os
-import sys
+from importlib import resources
 from pathlib import Path
 
 import numpy as np
@@ -35,21 +35,16 @@ from .scoring import Prefilter, make_scorer
 FORMAT = "facedet-detector"
 MAX_UPSAMPLE = 4  # min_size is raised to what a 19x19 window upsampled 4x covers: larger levels cost memory
 #                   for nothing the window can resolve
-MODEL_NAME = "default_detector.npz"  # the shipped model, in models/ of the source tree
+MODEL_NAME = "default_detector.npz"  # the shipped model: package data in facedet/models/
 
 
 def default_model_path() -> Path:
-    """$FACEDET_MODEL, else models/default_detector.npz beside the package (source or editable install), else
-    <sys.prefix>/share/facedet/models/default_detector.npz (where a wheel install puts it)."""
+    """$FACEDET_MODEL if set, else the shipped model, facedet/models/default_detector.npz inside the installed
+    package (package data: the same for source trees, editable, wheel and ``pip install --target`` installs)."""
     env = os.environ.get("FACEDET_MODEL")
     if env:
         return Path(env)
-    here = Path(__file__).resolve().parent
-    for candidate in (here / "models" / MODEL_NAME, here.parent / "models" / MODEL_NAME,
-                      Path(sys.prefix) / "share" / "facedet" / "models" / MODEL_NAME):
-        if candidate.is_file():
-            return candidate
-    return here.parent / "models" / MODEL_NAME
+    return Path(str(resources.files("facedet").joinpath("models", MODEL_NAME)))
 
 
 def as_grey(image):

@@ -404,10 +404,9 @@ def plot_precision_recall(result: EvalResult, png_path, title=None, label=None):
     matplotlib's Agg canvas directly (no pyplot state, no display needed). Returns the path; ValueError for a
     suffix matplotlib cannot write, OSError if the file cannot be written.
     """
+    fmt = plot_format(png_path)
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
-
-    fmt = plot_format(png_path)
 
     fig = Figure(figsize=(5, 4.5), dpi=100)
     FigureCanvasAgg(fig)
@@ -434,10 +433,9 @@ def plot_roc(result: EvalResult, path, fp_points=(), title=None, label=None):
     past the largest finite one (without any: the end of the curve). Format, errors and return value as
     :func:`plot_precision_recall`.
     """
+    fmt = plot_format(path)
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
-
-    fmt = plot_format(path)
     points = np.asarray(fp_points, dtype=np.float64).ravel()
     marked = detection_rate_at_fp(result, points)
     fp, dr, _ = detection_roc(result)
@@ -473,8 +471,13 @@ def _save_plot(fig, ax, result, title, path, fmt):
 
 def plot_format(path):
     """The image format a plot written to ``path`` takes from its suffix: "png" without one, else the suffix if
-    matplotlib writes it (png, pdf, svg, jpg, tif, webp, eps, ...). Raises ValueError naming the formats."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    matplotlib writes it (png, pdf, svg, jpg, tif, webp, eps, ...). Raises ValueError naming the formats, and
+    ModuleNotFoundError saying how to install matplotlib (the ``plot`` extra) where it is missing."""
+    try:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+    except ModuleNotFoundError as exc:
+        raise ModuleNotFoundError("plots need matplotlib: pip install 'facedet-svm[plot]' (or matplotlib)",
+                                  name=exc.name) from None
 
     fmt = Path(path).suffix.lower().lstrip(".") or "png"
     supported = set(FigureCanvasAgg.get_supported_filetypes()) - {"pgf"}  # pgf needs a TeX installation

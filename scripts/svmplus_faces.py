@@ -1,6 +1,6 @@
 """Privileged information for the face classifier: SVM+ (Li et al. CVPR 2016) against the SVM, on windows.
 
-    PYTHONPATH=. python scripts/svmplus_faces.py [--n-train 1000] [--model models/default_detector.npz]
+    PYTHONPATH=. python scripts/svmplus_faces.py [--n-train 1000] [--model facedet/models/default_detector.npz]
 
 At training time a face of a photo is seen at full resolution; the scan sees it as a 19x19 window. SVM+ lets
 the full-resolution view model each training window's slack (how hard it is) without being needed at test

@@ -1,4 +1,4 @@
-"""Reproduce the shipped default detector (models/default_detector.npz) from scratch.
+"""Reproduce the shipped default detector (facedet/models/default_detector.npz) from scratch.
 
 1. Faces: every face of caltech_webfaces split `train` whose box is at least 20 px, cut by its landmarks into
    the detector's window framing (facedet.patches.load_landmark_faces: as in the photo and tilted to a random
@@ -17,7 +17,7 @@
    The SVM is stored as its exact reduced set (svmcore.reduced.reduce_quadratic: at most 284 vectors).
    The benchmark test set is never read here (scripts/bench_detect.py --mit-cmu).
 
-Usage: PYTHONPATH=. python scripts/train_default.py [--rounds 3] [--out models/default_detector.npz] [--threads 2]
+Usage: PYTHONPATH=. python scripts/train_default.py [--rounds 3] [--out facedet/models/default_detector.npz] [--threads 2]
                                                    [--check MODEL]
 
 --check MODEL compares the trained model with MODEL: every array, bit for bit, and every header field but the
@@ -71,8 +71,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", type=Path, default=DATA, help="shared/data folder (default: %(default)s)")
     ap.add_argument("--rounds", type=int, default=3, help="bootstrapping rounds (default: %(default)s)")
-    ap.add_argument("--out", type=Path, default=ROOT / "models" / "default_detector.npz",
-                    help="model file (default: replaces the shipped models/default_detector.npz)")
+    ap.add_argument("--out", type=Path, default=ROOT / "facedet" / "models" / "default_detector.npz",
+                    help="model file (default: replaces the shipped facedet/models/default_detector.npz)")
     ap.add_argument("--threads", default="2", help="threads for numba and BLAS (default: %(default)s)")
     ap.add_argument("--check", type=Path, metavar="MODEL",
                     help="compare the result with this model file (arrays and header, not the training time; "
