@@ -546,8 +546,8 @@ def detect(
                                                        "original image (a face at the border can extend past "
                                                        "it), score and confidence (0-1, calibrated models only) "
                                                        "to 4 decimals; with --out also 'annotated', the image "
-                                                       "written. Images that fail are not listed: they are "
-                                                       "reported on stderr and the exit code is 1."),
+                                                       "written. An image that fails is listed as {image, error} "
+                                                       "(also reported on stderr; the exit code is 1)."),
     threshold: Optional[float] = typer.Option(None, help="SVM decision value above which a window is a face "
                                                          "(default: the model's; higher: fewer, surer faces)."),
     min_confidence: Optional[float] = typer.Option(None, min=0.0, max=1.0,
@@ -609,7 +609,9 @@ def detect(
                 if min_confidence is not None:
                     boxes, conf = boxes[conf >= min_confidence], conf[conf >= min_confidence]
             except (ImageError, ValueError, OSError) as exc:
-                _report("failed", _image_error(exc) if isinstance(exc, ImageError) else f"{path}: {exc}")
+                message = _image_error(exc) if isinstance(exc, ImageError) else f"{path}: {exc}"
+                _report("failed", message)
+                results.append({"image": str(path), "error": message})
                 failed += 1
                 continue
             results.append({"image": str(path), "width": int(rgb.shape[1]), "height": int(rgb.shape[0]),
@@ -630,7 +632,7 @@ def detect(
         t.add_column("image", overflow="fold")
         for col in ("size", "faces", "boxes x,y,w,h (score, confidence)"):
             t.add_column(col)
-        for r in results:
+        for r in (r for r in results if "error" not in r):  # (failed files: on stderr)
             t.add_row(Text(r["image"]), f"{r['width']}x{r['height']}", str(len(r["faces"])),
                       "\n".join(f"{f['x']},{f['y']},{f['w']},{f['h']} ({f['score']:.2f}"
                                 + (f", {f['confidence']:.0%})" if "confidence" in f else ")") for f in r["faces"]))

@@ -100,7 +100,10 @@ def test_detect_bad_files_reported_rest_processed(astro, tmp_path):
     r = runner.invoke(app, ["detect", str(junk), str(astro), str(truncated), str(tmp_path / "missing.png"), "--json"])
     assert r.exit_code == 1
     res = json.loads(r.stdout)
-    assert [x["image"] for x in res] == [str(astro)]
+    assert [x["image"] for x in res] == [str(junk), str(astro), str(truncated), str(tmp_path / "missing.png")]
+    assert [sorted(x) for x in res] == [["error", "image"], ["faces", "height", "image", "width"],
+                                        ["error", "image"], ["error", "image"]]
+    assert "file not found" in res[3]["error"] and len(res[1]["faces"]) == 1
     assert "junk.jpg" in r.stderr and "cut.png" in r.stderr and "missing.png" in r.stderr
 
 
@@ -270,8 +273,8 @@ def test_detect_handles_image_kinds_and_rejects_bomb(astro, tmp_path, grey_png):
     assert (f"failed {huge}: 1,099,511,627,776 pixels exceeds the limit of 50,000,000 (refused before decoding: a "
             "possible decompression bomb); --max-pixels raises it\n") in r.stderr and "DOS" not in r.stderr, r.stderr
     res = json.loads(r.stdout)
-    assert [x["image"] for x in res] == list(map(str, files[:3]))
-    assert all(len(x["faces"]) == 1 for x in res)
+    assert [x["image"] for x in res] == list(map(str, files))
+    assert all(len(x["faces"]) == 1 for x in res[:3]) and all("decompression bomb" in x["error"] for x in res[3:])
 
 
 @pytest.mark.filterwarnings("ignore:PmSVM. .* stopped at max_iter:RuntimeWarning")  # 100 epochs on the small set
@@ -815,7 +818,8 @@ def test_max_pixels_is_one_option_of_every_command_that_reads_images():
 def test_detect_max_pixels_both_ways(astro, tmp_path, grey_png):
     # 512 x 512 = 262,144 pixels: refused one pixel below, read at the limit
     r = runner.invoke(app, ["detect", str(astro), "--json", "--max-pixels", "262143"])
-    assert r.exit_code == 1 and json.loads(r.stdout) == []
+    res = json.loads(r.stdout)
+    assert r.exit_code == 1 and res[0]["image"] == str(astro) and f"failed {res[0]['error']}\n" in r.stderr
     assert (f"failed {astro}: 512x512 = 262,144 pixels exceeds the limit of 262,143 (refused before decoding: a "
             "possible decompression bomb); --max-pixels raises it\n") in r.stderr, r.stderr
     r = runner.invoke(app, ["detect", str(astro), "--json", "--max-pixels", "262144"])
