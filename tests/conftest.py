@@ -6,6 +6,9 @@ import pytest
 
 # ../shared/data beside the repository (CI lays it there); FACEDET_DATA overrides.
 DATA = Path(os.environ.get("FACEDET_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
+# the CBCL-trained detector shipped before the Web Faces one: a fixed model for the tests that pin exact scores,
+# windows and boxes (tests of the shipped model's quality load facedet.load_default())
+CBCL_DETECTOR = Path(__file__).resolve().parent / "data" / "cbcl_detector.npz"
 
 
 @pytest.fixture(scope="session")

@@ -14,6 +14,8 @@ from facedet.patches import augment
 from facedet.scan import _MARGIN, cut_windows, prefilter_map, pyramid_scales, scan
 from facedet.scoring import DecisionScorer, Prefilter, QuadraticScorer, make_scorer
 
+from conftest import CBCL_DETECTOR
+
 
 @pytest.fixture(scope="module")
 def subset(data_dir):
@@ -78,7 +80,7 @@ def test_quadratic_bound_is_exact_above_floor(data_dir, floor):
     # the bound stands in, an upper bound <= floor; and it settles most windows
     d = np.load(data_dir / "cbcl_face_db1" / "cbcl_face_db1_19x19_uint8.npz")
     F = window_features(d["X_test"])
-    scorer = Detector.load(Path(__file__).parents[1] / "models" / "default_detector.npz")._scorer
+    scorer = Detector.load(CBCL_DETECTOR)._scorer
     exact = scorer(F)
     got = scorer(F, floor)
     above = exact > floor
@@ -146,7 +148,7 @@ def test_prefilter_map_refuses_small_levels_and_bad_strides(astro, prefilter):
 def test_dense_stage1_screen_within_margin(astro):
     # scan drops windows whose dense (correlation) stage-1 score is _MARGIN below the threshold: the
     # correlation must agree with the exact stage score far within that margin (shipped 8-stage cascade)
-    prefilter = Detector.load(Path(__file__).parents[1] / "models" / "default_detector.npz").prefilter
+    prefilter = Detector.load(CBCL_DETECTOR).prefilter
     level = cv2.resize(astro, (256, 256), interpolation=cv2.INTER_AREA)
     score, norm = prefilter_map(level, prefilter)
     ys, xs = np.nonzero(np.isfinite(score))
@@ -457,7 +459,7 @@ def test_cascade_stages_are_exact_at_their_thresholds(astro, svm):
     # the scan's cascade (dense stage 0, screened stage 1, exact later stages) against the plain per-window test
     # w_k'z > t_k on every window of a level, with stage 1's threshold moved to 1e-4 below one window's score:
     # that window passes by a hair (the stage-1 screen's margin is 1e-3); the first 3 stages of the shipped cascade
-    shipped = Detector.load(Path(__file__).parents[1] / "models" / "default_detector.npz").prefilter
+    shipped = Detector.load(CBCL_DETECTOR).prefilter
     grey = astro[80:180, 170:280]
     s = 30 / 19  # one pyramid level (min_window = max_window = 30)
     H, W = grey.shape
@@ -626,7 +628,7 @@ def test_a_half_step_of_the_size_of_a_level_scores_its_windows_once(data_dir):
     # under ~50 px at 1.02), so refine scored the same window of the same level twice. The rows came out twice,
     # and merging counted them as two windows: a lone window passed min_neighbors=2 (2008_007676.jpg, the face at
     # 314,122), and 132 of the 263 rows of this face crop of 2008_004176.jpg were repeats
-    det = Detector.load(Path(__file__).parents[1] / "models" / "default_detector.npz").with_params(scale_factor=1.02)
+    det = Detector.load(CBCL_DETECTOR).with_params(scale_factor=1.02)
     grey = read_grey(data_dir / "scenes_annotated_dlib_voc" / "images" / "2008_004176.jpg")[73:128, 181:236]
     rows, win = det.scan_windows(grey, return_windows=True)
     keys = {tuple(np.round(r[:4], 6)) for r in rows}
@@ -649,7 +651,7 @@ def test_flat_windows_pass_no_stage_of_any_cascade(data_dir):
     # stage 0, threshold -0.037) the grid dropped them and refine's off-grid and half-step windows (Prefilter.accept)
     # kept them. Histogram equalization stretches their noise over [-1, 1], so the SVM scores them anywhere: up to
     # 1.5 on this crop of moon.png (3,373 off-grid flat windows there), 1.16 on 2008_001009.jpg
-    shipped = Detector.load(Path(__file__).parents[1] / "models" / "default_detector.npz")
+    shipped = Detector.load(CBCL_DETECTOR)
     one = Prefilter(shipped.prefilter.weights[:1], shipped.prefilter.thresholds[:1])
     assert one.threshold < 0
     grey = read_grey(data_dir / "nonface_scenes" / "skimage" / "moon.png")[:120, :160]
