@@ -2,7 +2,7 @@
 
 - :func:`detect`: ``facedet.detect("photo.jpg")`` (or a PIL image, a grey/RGB/BGR/RGBA array) -> list of
   :class:`Face` (x, y, w, h in pixels, score, confidence), with the shipped model loaded once;
-  :func:`detect_many` over many images.
+  :func:`detect_many` over many images, :func:`detect_video` over a video's frames.
 - :class:`Detector`: classifier + cascade prefilter + scanning parameters; ``detect(image)`` returns
   (k, 5) boxes [x, y, w, h, score] in image pixels; ``Detector.load(path)`` / ``detector.save(path)``.
 - :func:`load_default`: the shipped model (facedet/models/default_detector.npz, or $FACEDET_MODEL); its path is
@@ -14,7 +14,7 @@ Names are imported lazily, so that the ``facedet`` command's entry point (:mod:`
 nothing heavy before it handles Ctrl-C.
 """
 __version__ = "0.2.0"  # the distribution's version (pyproject.toml reads it from here)
-__all__ = ["Detector", "Face", "default_model_path", "detect", "detect_many", "load_default"]
+__all__ = ["Detector", "Face", "default_model_path", "detect", "detect_many", "detect_video", "load_default"]
 
 
 def __getattr__(name):
@@ -22,7 +22,7 @@ def __getattr__(name):
         from . import detector
 
         return getattr(detector, name)
-    if name in ("Face", "detect", "detect_many"):
+    if name in ("Face", "detect", "detect_many", "detect_video"):
         from . import api
 
         return getattr(api, name)

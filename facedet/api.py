@@ -1,4 +1,5 @@
-"""The one-call Python API: ``facedet.detect(image)`` -> a list of :class:`Face`.
+"""The one-call Python API: ``facedet.detect(image)`` -> a list of :class:`Face`; :func:`detect_many` over many
+images, :func:`detect_video` over a video's frames.
 
 Any image a user holds is accepted -- a path, a PIL image, a grey / RGB / BGR / RGBA array of uint8 or of
 floats in [0, 1] -- and converted to the grey levels the command line sees for the same file, so that both
@@ -17,7 +18,7 @@ import numpy as np
 from PIL import Image
 
 from .detector import Detector, as_grey, default_model_path
-from .imageio import pil_to_grey, read_grey
+from .imageio import pil_to_grey, read_grey, read_video
 
 ImageLike = Union[str, os.PathLike, Image.Image, np.ndarray]
 COLORS = ("rgb", "bgr")
@@ -109,6 +110,18 @@ def detect_many(images: Iterable[ImageLike], **options: Any) -> Iterator[tuple[I
     rest by calling :func:`detect` per image)."""
     for image in images:
         yield image, detect(image, **options)
+
+
+def detect_video(path: Union[str, os.PathLike], *, every: int = 1,
+                 **options: Any) -> Iterator[tuple[int, float, list[Face]]]:
+    """:func:`detect` on the frames of a video file (any container OpenCV reads), decoded one at a time.
+
+    Yields ``(frame index, time in seconds, faces)`` for frames 0, every, 2 every, ...; options as for
+    :func:`detect`. Raises :class:`facedet.imageio.ImageError` for a missing file or one that is not a video,
+    ValueError for ``every`` < 1, and what :func:`detect` raises for the options.
+    """
+    for index, seconds, rgb in read_video(path, every=every):
+        yield index, seconds, detect(rgb, **options)
 
 
 def to_grey(image: ImageLike, *, color: str = "rgb") -> np.ndarray:

@@ -7,6 +7,7 @@ could not be written; 2 usage error (bad option, missing or unusable model, fold
 """
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
@@ -535,12 +536,14 @@ def bootstrap(
 def detect(
     images: List[Path] = typer.Argument(..., readable=False, metavar="IMAGE",
                                         help="Image files (PNG, JPEG, TIFF, ...; colour, grey, 16-bit or alpha), "
-                                             "or folders: every image file in them, subfolders included."),
+                                             "video files, or folders: every image file in them, subfolders "
+                                             "included."),
     model: Optional[Path] = typer.Option(None, help="Model file (default: facedet/models/default_detector.npz, or "
                                                     "$FACEDET_MODEL)."),
     out_path: Optional[Path] = typer.Option(None, "--out", help="Write annotated images (boxes in green): a folder "
-                                            "(one <name>.faces.png per image; -2, -3 added when names repeat), or "
-                                            "an image file name (.png, .jpg, ...) for a single image."),
+                                            "(one <name>.faces.png per image, <name>.faces.mp4 per video; -2, -3 "
+                                            "added when names repeat), or a file name (.png, .jpg, ...; .mp4, "
+                                            ".avi, ... for a video) for a single input."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON: [{image, width, height, faces: "
                                                        "[{x, y, w, h, score, confidence}]}], whole pixels of the "
                                                        "original image (a face at the border can extend past "
@@ -568,11 +571,14 @@ def detect(
     refine: Optional[str] = typer.Option(None, help="Coarse-to-fine: around every window scoring above this SVM "
                                                     "value, also score stride 1 and the pyramid's half steps; "
                                                     "'off': the grid only (default: the model's)."),
+    every: int = typer.Option(1, min=1, help="Videos: search every N-th frame (1: all; the records say which)."),
     threads: Optional[int] = typer.Option(None, min=1, help=_THREADS_HELP),
     max_pixels: int = _max_pixels_option(),
 ):
-    """Find faces in images: a table (or --json) of boxes in pixels, and annotated images with --out."""
-    from .imageio import ImageError, read_rgb, write_image
+    """Find faces in images and videos: a table (or --json) of boxes in pixels, and annotated images (videos) with
+    --out. A video file (.mp4, .mov, .avi, .mkv, .webm, ...) gives one record per frame searched, with its
+    "frame" index and "time" in seconds."""
+    from .imageio import ImageError, is_video, video_fps, video_writer, write_image
 
     det = _load_detector(model)
     # a folder gives its image files, except our earlier annotated outputs in the --out folder (which may be
@@ -597,26 +603,43 @@ def detect(
         _usage("--min-confidence: the model has no confidence calibration (facedet calibrate); use --threshold")
     targets = _annotation_targets(images, out_path)
     _check_not_input(targets, "--out", {"IMAGE": images, "--model": model})
+    def find(rgb):  # boxes and their confidences (None for an uncalibrated model), --min-confidence applied
+        boxes = det.detect(rgb, threads=threads)
+        conf = det.confidence(boxes[:, 4])
+        if min_confidence is not None:
+            boxes, conf = boxes[conf >= min_confidence], conf[conf >= min_confidence]
+        return boxes, {"width": int(rgb.shape[1]), "height": int(rgb.shape[0]),
+                             "faces": [_face_record(b, None if conf is None else conf[i]) for i, b in enumerate(boxes)]}
+
     results, failed = [], 0
     with _progress() as progress:
         task = progress.add_task("detecting", total=len(images), info="")
         for path, target in zip(images, targets):
             progress.advance(task)
-            try:
-                rgb = read_rgb(path, max_pixels=max_pixels)
-                boxes = det.detect(rgb, threads=threads)
-                conf = det.confidence(boxes[:, 4])
-                if min_confidence is not None:
-                    boxes, conf = boxes[conf >= min_confidence], conf[conf >= min_confidence]
+            first = len(results)
+            try:  # a video: one record per frame; a failure mid-way keeps the frames before it
+                with contextlib.ExitStack() as stack:
+                    write = None
+                    for extra, rgb in _frames(path, every, max_pixels):
+                        boxes, record = find(rgb)
+                        results.append({"image": str(path), **extra, **record})
+                        if target is not None and extra:
+                            if write is None:
+                                target.parent.mkdir(parents=True, exist_ok=True)
+                                write = stack.enter_context(video_writer(target, video_fps(path) / every,
+                                                                         (rgb.shape[1], rgb.shape[0])))
+                            write(draw_boxes(rgb, boxes))
+                            _interrupt.check()
+                if write is not None:  # each frame's record names the annotated video, as an image's does
+                    for r in results[first:]:
+                        r["annotated"] = str(target)
             except (ImageError, ValueError, OSError) as exc:
                 message = _image_error(exc) if isinstance(exc, ImageError) else f"{path}: {exc}"
                 _report("failed", message)
                 results.append({"image": str(path), "error": message})
                 failed += 1
                 continue
-            results.append({"image": str(path), "width": int(rgb.shape[1]), "height": int(rgb.shape[0]),
-                            "faces": [_face_record(b, None if conf is None else conf[i]) for i, b in enumerate(boxes)]})
-            if target is not None:  # a failed write loses the picture, not the detections
+            if target is not None and not is_video(path):  # a failed write loses the picture, not the detections
                 _interrupt.check()
                 try:
                     target.parent.mkdir(parents=True, exist_ok=True)
@@ -633,14 +656,26 @@ def detect(
         for col in ("size", "faces", "boxes x,y,w,h (score, confidence)"):
             t.add_column(col)
         for r in (r for r in results if "error" not in r):  # (failed files: on stderr)
-            t.add_row(Text(r["image"]), f"{r['width']}x{r['height']}", str(len(r["faces"])),
+            name = r["image"] + (f" frame {r['frame']}" if "frame" in r else "")
+            t.add_row(Text(name), f"{r['width']}x{r['height']}", str(len(r["faces"])),
                       "\n".join(f"{f['x']},{f['y']},{f['w']},{f['h']} ({f['score']:.2f}"
                                 + (f", {f['confidence']:.0%})" if "confidence" in f else ")") for f in r["faces"]))
         _print(t)
-        for r in results:
-            if "annotated" in r:
-                _print(f"wrote {r['annotated']}", markup=False, highlight=False)
+        for written in dict.fromkeys(r["annotated"] for r in results if "annotated" in r):
+            _print(f"wrote {written}", markup=False, highlight=False)
     _exit(failed)
+
+
+def _frames(path, every, max_pixels):
+    """(record fields, RGB frame): an image file's one frame (no fields), or each kept frame of a video
+    ("frame": index, "time": seconds, null if the file states no frame rate)."""
+    from .imageio import is_video, read_rgb, read_video
+
+    if not is_video(path):
+        yield {}, read_rgb(path, max_pixels=max_pixels)
+        return
+    for index, seconds, rgb in read_video(path, every=every, max_pixels=max_pixels):
+        yield {"frame": index, "time": round(seconds, 3) if seconds == seconds else None}, rgb
 
 
 def _face_record(box, confidence):
@@ -715,9 +750,18 @@ def _annotation_targets(images, out_path):
     of <stem>.faces.png, with -2, -3, ... where stems repeat, so that no output overwrites another."""
     from PIL import Image
 
+    from .imageio import VIDEO_SUFFIXES, is_video
+
     if out_path is None:
         return [None] * len(images)
     image_suffixes = Image.registered_extensions()
+    if out_path.suffix.lower() in VIDEO_SUFFIXES and not out_path.is_dir():
+        if len(images) != 1 or not is_video(images[0]):
+            _usage(f"--out {out_path} names one video file: give one video (or a folder for several inputs)")
+        _check_output(out_path, "--out")
+        return [out_path]
+    if any(map(is_video, images)) and out_path.suffix.lower() in image_suffixes and not out_path.is_dir():
+        _usage(f"--out {out_path}: an image file, for a video; give a video file (.mp4, .avi) or a folder")
     if out_path.suffix.lower() in image_suffixes and not out_path.is_dir():
         fmt = image_suffixes[out_path.suffix.lower()]
         try:  # some formats Pillow writes take no colour (XBM: 1-bit only)
@@ -739,10 +783,11 @@ def _annotation_targets(images, out_path):
                                         else f"cannot create a folder under {ancestor}"))
     targets, used = [], set()
     for path in images:
-        name, n = f"{path.stem}{ANNOTATED}", 1
+        suffix = ".faces.mp4" if is_video(path) else ANNOTATED
+        name, n = f"{path.stem}{suffix}", 1
         while name in used:
             n += 1
-            name = f"{path.stem}-{n}{ANNOTATED}"
+            name = f"{path.stem}-{n}{suffix}"
         used.add(name)
         targets.append(out_path / name)
     return targets

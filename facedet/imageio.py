@@ -173,6 +173,93 @@ def write_image(path, rgb) -> Path:
     return path
 
 
+VIDEO_SUFFIXES = {".mp4", ".m4v", ".mov", ".avi", ".mkv", ".webm", ".mpg", ".mpeg", ".wmv", ".flv", ".3gp"}
+# annotated videos: MPEG-4 part 2, which every OpenCV build writes and every player plays
+_VIDEO_CODECS = {".mp4": "mp4v", ".m4v": "mp4v", ".mov": "mp4v", ".avi": "MJPG", ".mkv": "mp4v"}
+
+
+def is_video(path) -> bool:
+    """Whether ``path`` names a video file by its suffix (:data:`VIDEO_SUFFIXES`), the way facedet tells the
+    videos among its inputs."""
+    return Path(path).suffix.lower() in VIDEO_SUFFIXES
+
+
+def read_video(path, *, every: int = 1, max_pixels: int = MAX_PIXELS):
+    """Frames of a video file (any container and codec OpenCV's FFmpeg reads), decoded one at a time.
+
+    Yields ``(index, seconds, rgb)``: the frame's index from 0, its time in seconds (index / frame rate; NaN
+    if the file states no rate) and the frame as a C-contiguous ``(H, W, 3)`` uint8 RGB array, for frames 0,
+    every, 2 every, ... (the others are skipped without being converted). Raises :class:`ImageError` naming
+    the file if it is missing or OpenCV cannot open it as a video, :class:`ImageTooLarge` for frames over
+    ``max_pixels``, ValueError for ``every`` < 1.
+    """
+    import cv2
+
+    check_scalar(every, "every", lo=1, integer=True)
+    if not Path(path).is_file():
+        raise ImageError(f"{os.fspath(path)}: file not found" if not Path(path).exists()
+                         else f"{os.fspath(path)}: not a regular file")
+    cap = cv2.VideoCapture(os.fspath(path))
+    try:
+        if not cap.isOpened():
+            raise ImageError(f"{os.fspath(path)}: cannot read as a video")
+        w, h = int(cap.get(cv2.CAP_PROP_FRAME_WIDTH)), int(cap.get(cv2.CAP_PROP_FRAME_HEIGHT))
+        if w * h > max_pixels:
+            raise ImageTooLarge(os.fspath(path), w * h, max_pixels, size=(w, h))
+        fps = cap.get(cv2.CAP_PROP_FPS)
+        index = 0
+        while True:
+            if index % every:
+                if not cap.grab():
+                    return
+            else:
+                ok, bgr = cap.read()
+                if not ok:
+                    return
+                yield index, index / fps if fps > 0 else float("nan"), cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)
+            index += 1
+    finally:
+        cap.release()
+
+
+def video_fps(path) -> float:
+    """The frame rate a video file states (frames per second; 0.0 if none or unreadable)."""
+    import cv2
+
+    cap = cv2.VideoCapture(os.fspath(path))
+    try:
+        return float(cap.get(cv2.CAP_PROP_FPS)) if cap.isOpened() else 0.0
+    finally:
+        cap.release()
+
+
+@contextlib.contextmanager
+def video_writer(path, fps: float, size: tuple[int, int]):
+    """Context manager yielding ``write(rgb)``, which appends an ``(H, W, 3)`` uint8 RGB frame of ``size`` (W, H)
+    to a video file that replaces ``path`` only when the block ends without an error (written under a temporary
+    name in the same folder, then renamed). The codec follows the suffix (.mp4, .mov, .mkv: MPEG-4; .avi:
+    Motion JPEG). Raises ValueError for another suffix, OSError if OpenCV cannot open the file for writing.
+    """
+    import cv2
+
+    path = Path(path)
+    codec = _VIDEO_CODECS.get(path.suffix.lower())
+    if codec is None:
+        raise ValueError(f"{path}: cannot write a video of this suffix; use {', '.join(sorted(_VIDEO_CODECS))}")
+    tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp{path.suffix}")
+    writer = cv2.VideoWriter(os.fspath(tmp), cv2.VideoWriter_fourcc(*codec), fps if fps > 0 else 25.0, size)
+    try:
+        if not writer.isOpened():
+            raise OSError(f"cannot write the video {path}")
+        yield lambda rgb: writer.write(cv2.cvtColor(np.ascontiguousarray(rgb), cv2.COLOR_RGB2BGR))
+        writer.release()
+        os.replace(tmp, path)
+    finally:
+        writer.release()
+        if tmp.exists():
+            tmp.unlink()
+
+
 @contextlib.contextmanager
 def _open(path, max_pixels):
     """Open ``path``, check its header size against ``max_pixels``, decode it and apply EXIF orientation; the
