@@ -572,6 +572,9 @@ def detect(
                                                     "value, also score stride 1 and the pyramid's half steps; "
                                                     "'off': the grid only (default: the model's)."),
     every: int = typer.Option(1, min=1, help="Videos: search every N-th frame (1: all; the records say which)."),
+    labels: bool = typer.Option(True, "--labels/--no-labels", help="Annotated images: write each face's "
+                                                                   "confidence (or score, for an uncalibrated "
+                                                                   "model) above its box."),
     threads: Optional[int] = typer.Option(None, min=1, help=_THREADS_HELP),
     max_pixels: int = _max_pixels_option(),
 ):
@@ -628,7 +631,7 @@ def detect(
                                 target.parent.mkdir(parents=True, exist_ok=True)
                                 write = stack.enter_context(video_writer(target, video_fps(path) / every,
                                                                          (rgb.shape[1], rgb.shape[0])))
-                            write(draw_boxes(rgb, boxes))
+                            write(draw_boxes(rgb, boxes, _labels(record) if labels else None))
                             _interrupt.check()
                 if write is not None:  # each frame's record names the annotated video, as an image's does
                     for r in results[first:]:
@@ -643,7 +646,7 @@ def detect(
                 _interrupt.check()
                 try:
                     target.parent.mkdir(parents=True, exist_ok=True)
-                    write_image(target, draw_boxes(rgb, boxes))
+                    write_image(target, draw_boxes(rgb, boxes, _labels(record) if labels else None))
                     results[-1]["annotated"] = str(target)
                 except (ImageError, OSError) as exc:
                     _report("failed", f"cannot write annotated image {target}: {getattr(exc, 'strerror', None) or exc}")
@@ -664,6 +667,11 @@ def detect(
         for written in dict.fromkeys(r["annotated"] for r in results if "annotated" in r):
             _print(f"wrote {written}", markup=False, highlight=False)
     _exit(failed)
+
+
+def _labels(record):
+    """The labels of a record's faces on annotated images: the confidence in percent, else the score."""
+    return [f"{f['confidence']:.0%}" if "confidence" in f else f"{f['score']:.2f}" for f in record["faces"]]
 
 
 def _frames(path, every, max_pixels):
@@ -793,15 +801,24 @@ def _annotation_targets(images, out_path):
     return targets
 
 
-def draw_boxes(rgb, boxes):
-    """A copy of an (H, W, 3) uint8 image with the boxes (k, >=4) xywh drawn in green."""
+def draw_boxes(rgb, boxes, labels=None):
+    """A copy of an (H, W, 3) uint8 image with the boxes (k, >=4) xywh drawn in green, each with its label
+    (``labels``: k strings, or None) above it (inside the box where the top edge is too close to the border)."""
     import cv2
     import numpy as np
 
     img = np.ascontiguousarray(rgb.copy())
     t = max(1, round(min(img.shape[:2]) / 250))
-    for x, y, w, h in np.asarray(boxes)[:, :4].round().astype(int):
+    scale = 0.4 * t
+    for k, (x, y, w, h) in enumerate(np.asarray(boxes)[:, :4].round().astype(int)):
         cv2.rectangle(img, (int(x), int(y)), (int(x + w), int(y + h)), (0, 255, 0), t)
+        if labels is not None:
+            (tw, th), base = cv2.getTextSize(labels[k], cv2.FONT_HERSHEY_SIMPLEX, scale, t)
+            top = int(y) - th - base - t if y - th - base - t >= 0 else max(int(y), 0) + t
+            x0 = max(int(x), 0)
+            cv2.rectangle(img, (x0, top), (x0 + tw + 2 * t, top + th + base + t), (0, 255, 0), -1)
+            cv2.putText(img, labels[k], (x0 + t, top + th + t // 2), cv2.FONT_HERSHEY_SIMPLEX, scale, (0, 0, 0), t,
+                        cv2.LINE_AA)
     return img
 
 

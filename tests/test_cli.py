@@ -114,6 +114,12 @@ def test_detect_table_and_annotated_output(astro, tmp_path):
     assert f"wrote {tmp_path / 'out' / 'astronaut.faces.png'}" in r.stdout  # people are told where it went too
     img = read_rgb(tmp_path / "out" / "astronaut.faces.png")
     assert img.shape == (512, 512, 3) and not np.array_equal(img, read_rgb(astro))
+    # the label sits on a filled strip above the box; --no-labels leaves that strip as it was
+    face = json.loads(runner.invoke(app, ["detect", str(astro), "--json"]).stdout)[0]["faces"][0]
+    r = runner.invoke(app, ["detect", str(astro), "--out", str(tmp_path / "plain.png"), "--no-labels"])
+    plain, orig = read_rgb(tmp_path / "plain.png"), read_rgb(astro)
+    strip = np.s_[face["y"] - 8:face["y"] - 3, face["x"] + 3:face["x"] + 20]
+    assert np.array_equal(plain[strip], orig[strip]) and not np.array_equal(img[strip], orig[strip])
     r = runner.invoke(app, ["detect", str(astro), "--out", str(tmp_path / "one.jpg"), "--threshold", "1e9"])
     assert r.exit_code == 0 and (tmp_path / "one.jpg").is_file()
 
