@@ -45,6 +45,7 @@ out = Console(soft_wrap=True)
 err = Console(stderr=True, soft_wrap=True)
 
 ANNOTATED = ".faces.png"  # suffix of the annotated images detect --out writes into a folder
+MAX_STDIN_BYTES = 2**30  # `detect -`: an image file on standard input is read whole, up to 1 GiB
 
 
 def _report(label, message):
@@ -536,8 +537,8 @@ def bootstrap(
 def detect(
     images: List[Path] = typer.Argument(..., readable=False, metavar="IMAGE",
                                         help="Image files (PNG, JPEG, TIFF, ...; colour, grey, 16-bit or alpha), "
-                                             "video files, or folders: every image file in them, subfolders "
-                                             "included."),
+                                             "video files, folders (every image file in them, subfolders "
+                                             "included), or - for one image file on standard input."),
     model: Optional[Path] = typer.Option(None, help="Model file (default: facedet/models/default_detector.npz, or "
                                                     "$FACEDET_MODEL)."),
     out_path: Optional[Path] = typer.Option(None, "--out", help="Write annotated images (boxes in green): a folder "
@@ -677,8 +678,14 @@ def _labels(record):
 def _frames(path, every, max_pixels):
     """(record fields, RGB frame): an image file's one frame (no fields), or each kept frame of a video
     ("frame": index, "time": seconds, null if the file states no frame rate)."""
-    from .imageio import is_video, read_rgb, read_video
+    from .imageio import ImageError, is_video, read_rgb, read_video
 
+    if str(path) == "-":  # standard input, read whole (Pillow seeks) up to a bound: `< /dev/zero` must end
+        data = sys.stdin.buffer.read(MAX_STDIN_BYTES + 1)
+        if len(data) > MAX_STDIN_BYTES:
+            raise ImageError(f"-: standard input holds more than {MAX_STDIN_BYTES:,} bytes, not one image file")
+        yield {}, read_rgb(io.BytesIO(data), max_pixels=max_pixels)
+        return
     if not is_video(path):
         yield {}, read_rgb(path, max_pixels=max_pixels)
         return
@@ -792,10 +799,11 @@ def _annotation_targets(images, out_path):
     targets, used = [], set()
     for path in images:
         suffix = ".faces.mp4" if is_video(path) else ANNOTATED
-        name, n = f"{path.stem}{suffix}", 1
+        stem = "stdin" if str(path) == "-" else path.stem
+        name, n = f"{stem}{suffix}", 1
         while name in used:
             n += 1
-            name = f"{path.stem}-{n}{suffix}"
+            name = f"{stem}-{n}{suffix}"
         used.add(name)
         targets.append(out_path / name)
     return targets

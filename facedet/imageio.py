@@ -108,7 +108,7 @@ def _rebuild_too_large(path, pixels, limit, size, pillow, over):
 
 
 def read_grey(path, *, max_pixels=MAX_PIXELS) -> np.ndarray:
-    """Read an image file as 8-bit grey.
+    """Read an image file (a path, or a seekable binary file object, named "-" in errors) as 8-bit grey.
 
     Returns a C-contiguous ``(H, W)`` uint8 array, EXIF orientation applied, colour converted with BT.601
     luma, 16-bit scaled to 8 bits, transparency composited over white (see the module docstring).
@@ -264,12 +264,15 @@ def video_writer(path, fps: float, size: tuple[int, int]):
 def _open(path, max_pixels):
     """Open ``path``, check its header size against ``max_pixels``, decode it and apply EXIF orientation; the
     oriented image, the file closed on leaving."""
-    if not isinstance(path, (str, os.PathLike)):
-        raise TypeError(f"expected a file path, got {type(path).__name__}")
+    if hasattr(path, "read"):  # a binary file object (standard input read into memory): "-" in messages
+        name, source = "-", path
+    elif isinstance(path, (str, os.PathLike)):
+        name = source = os.fspath(path)
+    else:
+        raise TypeError(f"expected a file path or a binary file object, got {type(path).__name__}")
     max_pixels = check_scalar(max_pixels, "max_pixels", lo=1, integer=True)
-    name = os.fspath(path)
     with _pillow_limit(max_pixels):  # Pillow checks sizes as it opens and as some formats decode
-        im = _open_checked(name, max_pixels)
+        im = _open_checked(name, max_pixels, source)
         try:
             try:
                 with _pillow_warning_off():  # (some formats check a frame's or tile's size as they decode)
@@ -291,12 +294,13 @@ def _open(path, max_pixels):
         im.close()
 
 
-def _open_checked(name, max_pixels):
-    """``Image.open(name)`` with its size checked against ``max_pixels`` from the header (nothing decoded);
-    :class:`ImageError` for a file that cannot be opened, :class:`ImageTooLarge` for one over the limit."""
+def _open_checked(name, max_pixels, source=None):
+    """``Image.open(source)`` (default: ``name``) with its size checked against ``max_pixels`` from the header
+    (nothing decoded); :class:`ImageError` for a file that cannot be opened, :class:`ImageTooLarge` for one
+    over the limit; messages name ``name``."""
     try:
         with _pillow_warning_off():
-            im = Image.open(name)
+            im = Image.open(name if source is None else source)
     except FileNotFoundError:
         raise ImageError(f"{name}: file not found") from None
     except IsADirectoryError:

@@ -61,6 +61,17 @@ def test_detect_json_default_model(astro):
     assert set(f) == {"x", "y", "w", "h", "score"} and isinstance(f["x"], int) and isinstance(f["score"], float)
 
 
+def test_detect_reads_an_image_file_on_standard_input(astro, tmp_path):
+    by_path = json.loads(runner.invoke(app, ["detect", str(astro), "--json"]).stdout)[0]
+    r = runner.invoke(app, ["detect", "-", "--json", "--out", str(tmp_path)], input=astro.read_bytes())
+    assert r.exit_code == 0, r.output
+    res = json.loads(r.stdout)[0]
+    assert res["image"] == "-" and res["faces"] == by_path["faces"] and len(res["faces"]) == 1
+    assert res["annotated"] == str(tmp_path / "stdin.faces.png") and (tmp_path / "stdin.faces.png").is_file()
+    r = runner.invoke(app, ["detect", "-", "--json"], input=b"not an image")
+    assert r.exit_code == 1 and json.loads(r.stdout)[0]["error"].startswith("-: not an image")
+
+
 def test_version():
     import facedet
 
