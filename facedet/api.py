@@ -124,6 +124,31 @@ def detect_video(path: Union[str, os.PathLike], *, every: int = 1,
         yield index, seconds, detect(rgb, **options)
 
 
+def warmup(estimators: bool = False) -> float:
+    """Run every compiled step of detection once (pyramid, cascade prefilter, preprocessing, scoring, merging,
+    matching) on a small random image with the default model, so that numba writes their machine code to its
+    on-disk cache and the first ``facedet detect`` of a fresh install or container starts without compiling;
+    with ``estimators``, svmcore's too (:func:`svmcore.warmup`). Returns the seconds taken."""
+    import time
+
+    from .evaluate import match_detections
+
+    t = time.perf_counter()
+    det = _detector(None)
+    img = np.random.default_rng(0).integers(0, 256, (64, 80), dtype=np.uint8)
+    det.detect(img)
+    # without the cascade and at any score, every window reaches the SVM, the refinement and the merge
+    everything = Detector(det.classifier, None, features=det.features, **{**det.params(), "threshold": -1e9,
+                                                                         "refine": -1e9})
+    boxes = everything.detect(img)
+    match_detections(boxes, boxes[:2, :4])
+    if estimators:
+        import svmcore
+
+        svmcore.warmup()
+    return time.perf_counter() - t
+
+
 def to_grey(image: ImageLike, *, color: str = "rgb") -> np.ndarray:
     """Any image :func:`detect` takes as the (H, W) uint8 grey array it searches. Errors as :func:`detect`."""
     if color not in COLORS:

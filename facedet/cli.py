@@ -1038,6 +1038,24 @@ def calibrate(
     _exit(failed or nfail)
 
 
+@app.command(epilog=exit_codes(failed="(no input files)", unusable="model"))
+def warmup(
+    estimators: bool = typer.Option(False, "--estimators", help="Also svmcore's estimators (SVC, OneClassSVM, "
+                                                                "PmSVM, TopKSVM, SVM+: what train and bootstrap "
+                                                                "use), about ten times longer."),
+):
+    """Compile the detector's machine code into numba's cache (NUMBA_CACHE_DIR, else beside the package), once,
+    so that the first detect of a fresh install, container or cluster worker starts without compiling."""
+    from .api import warmup as run
+
+    _load_detector(None)  # a missing or corrupt default model: exit 2 with the loader's message
+    with _progress() as progress:
+        progress.add_task("compiling", total=None, info="")
+        seconds = run(estimators=estimators)
+    _print(f"compiled in {seconds:.1f} s", markup=False, highlight=False)
+    _exit(0)
+
+
 def main(prog_name="facedet"):
     """Run the ``facedet`` command (typer app). The installed script enters through
     :func:`facedet.__main__.main`, which handles Ctrl-C (exit 130)."""

@@ -1,6 +1,6 @@
-"""A built wheel installed with ``pip install --target`` runs ``facedet detect`` from another folder: the shipped
-model is package data, found wherever the package lands (setuptools and wheel come from the test extra, so the
-build needs no network)."""
+"""Installs: a built wheel installed with ``pip install --target`` runs ``facedet detect`` from another folder
+(the shipped model is package data, found wherever the package lands; setuptools and wheel come from the test
+extra, so the build needs no network); ``facedet warmup`` precompiles what detection needs."""
 import json
 import os
 import subprocess
@@ -34,3 +34,18 @@ def test_wheel_installed_with_target_finds_the_face(tmp_path):
             cwd=elsewhere, env=env)
     faces = json.loads(r.stdout)[0]["faces"]
     assert len(faces) == 1 and 150 < faces[0]["x"] + faces[0]["w"] / 2 < 300  # her face, centre x ~ 230
+
+
+def test_warmup_leaves_nothing_for_detect_to_compile(tmp_path):
+    """After `facedet warmup` into an empty numba cache, a detection in a new process finds every compiled
+    function there: it adds no cache entry (each function it compiled would add one)."""
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "cache")}
+    r = run(sys.executable, "-m", "facedet", "warmup", env=env)
+    assert r.stdout.startswith("compiled in ")
+    def cached():  # one .nbc file per compiled signature
+        return sorted(p.name for p in (tmp_path / "cache").rglob("*.nbc"))
+
+    before = cached()
+    assert any(n.startswith("scan.") for n in before) and any(n.startswith("merge.") for n in before)
+    run(sys.executable, "-m", "facedet", "detect", str(ROOT / "examples" / "astronaut.jpg"), "--json", env=env)
+    assert cached() == before
