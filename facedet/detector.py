@@ -75,7 +75,7 @@ def as_grey(image):
 
 def check_params(**params):
     """Check :class:`Detector` scanning parameters (its keyword parameters but ``features``; meanings and
-    defaults there) and return ``box`` as a float tuple.
+    defaults there).
 
     Training calls it before any work, so that a bad value fails in seconds, not after the SVM fit.
     Raises ValueError/TypeError for out-of-range or unknown parameters. Returns (box, platt) as float tuples
