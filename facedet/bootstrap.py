@@ -200,7 +200,7 @@ def bootstrap(detector, negative_images, rounds, *, features=None, labels=None, 
         table.append(Round(r, int((labels == 0).sum()), int(n_support), int(n_windows.sum()), int(n_dets.sum()),
                            evaluate(detector) if evaluate else {}))
         if callback is not None:
-            callback({"event": "round", "round": table[-1]})
+            callback({"event": "round", "round": table[-1], "detector": detector})
         if r == rounds or len(windows) == 0:
             break
         features = np.concatenate([features, detector.window_features(windows)])

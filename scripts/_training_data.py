@@ -119,6 +119,11 @@ def report(det, ops, table, evaluate):
     print("   ", " ".join(f"({t + 0.0:+.1f}, {k}, {h}, {f})" for t, k, h, f in ops))  # + 0.0: no "-0.0"
     print(f"  chosen threshold {det.threshold:+.2f}, min_neighbors {det.min_neighbors} "
           "(top of the longest max-F1 run)\n")
+    final = evaluate(det)
+    print(f"\nfinal (threshold {det.threshold:+.2f}, min_neighbors {det.min_neighbors}): "
+          + "; ".join(f"{s} DR {dr:.2f} FP {fp} AP {ap:.2f}" for s, (dr, fp, ap) in final.items()))
+    if not table:
+        return
     sets = list(table[0][1].scores)
     print("| round | non-face patches | SVs | FP windows on negatives | FP detections on negatives | "
           + " | ".join(f"{s} DR / FP / AP" for s in sets) + " |")
@@ -126,9 +131,6 @@ def report(det, ops, table, evaluate):
     for name, r in table:
         print(f"| {name} | {r.n_nonfaces} | {r.n_support or '-'} | {r.fp_windows} | {r.fp_detections} | "
               + " | ".join(f"{dr:.2f} / {fp} / {ap:.2f}" for dr, fp, ap in (r.scores[s] for s in sets)) + " |")
-    final = evaluate(det)
-    print(f"\nfinal (threshold {det.threshold:+.2f}, min_neighbors {det.min_neighbors}): "
-          + "; ".join(f"{s} DR {dr:.2f} FP {fp} AP {ap:.2f}" for s, (dr, fp, ap) in final.items()))
 
 
 def print_reliability(det, scores, is_face, bins=10):

@@ -56,7 +56,9 @@ ROOT = Path(__file__).resolve().parents[1]
 # each Web Faces face: as in the photo plus ROTATIONS tilted copies, each mirrored
 ROTATIONS = 1
 CBCL_AUGMENTATION = {"mirror": True, "shifts": 0, "angles": (-10, 10)}
-SVM_PARAMS = {"C": 10.0}
+# a kernel-column cache of 8 GB: a round's refit has 10^5 rows and 10^4 support vectors, whose columns a
+# smaller cache recomputes over and over
+SVM_PARAMS = {"C": 10.0, "cache_size": 8000}
 # random windows of each face-free image among the first non-faces: with the CBCL ones alone (4,548 against
 # 46,000 faces) the first detector accepts so much that its first round of mining yields near-random windows
 RANDOM_NONFACES = 100
@@ -74,6 +76,9 @@ def main():
     ap.add_argument("--out", type=Path, default=ROOT / "facedet" / "models" / "default_detector.npz",
                     help="model file (default: replaces the shipped facedet/models/default_detector.npz)")
     ap.add_argument("--threads", default="2", help="threads for numba and BLAS (default: %(default)s)")
+    ap.add_argument("--from-round", type=Path, metavar="MODEL",
+                    help="skip the training: calibrate the detector of a round saved by an earlier run "
+                         "(OUT.round<r>.npz, written after every round) and write OUT")
     ap.add_argument("--check", type=Path, metavar="MODEL",
                     help="compare the result with this model file (arrays and header, not the training time; "
                          "then the detections): exit 0 identical, 3 the same detections only, 1 different")
@@ -89,31 +94,12 @@ def main():
     t_start = time.perf_counter()
 
     X, y, negatives, held_out, ann, images = load_training_data(args.data)
-    web = webfaces_windows(args.data, CBCL_FRAMING, ROTATIONS)
     val = webfaces_val(args.data)
-
     sets = {"val/20": val[::20], "scenes test": [(images[n], ann["test"][n][0]) for n in ann["test"]]}
-
-    def per_round(det):  # threshold 0 without refinement: an early round accepts too much to refine around
-        return evaluate_sets(det.with_params(refine=None), sets)
-
-    cbcl = augment(X[y == 1], **CBCL_AUGMENTATION)
-    faces = np.concatenate([cbcl, web])
-    rng = np.random.default_rng(0)
-    nonfaces = np.concatenate([X[y == 0]] + [sample_windows(g, RANDOM_NONFACES, rng) for g in negatives])
-    print(f"faces: {len(cbcl)} CBCL patches + {len(web)} Web Faces patches; non-faces: {int((y == 0).sum())} CBCL "
-          f"+ {len(nonfaces) - int((y == 0).sum())} random windows of the negative images", flush=True)
-    Xall = np.concatenate([faces, nonfaces])
-    yall = np.r_[np.ones(len(faces), np.int64), np.zeros(len(nonfaces), np.int64)]
-    t = time.perf_counter()
-    det, F, labels = train_detector(Xall, yall, negative_images=negatives, augmentation={"mirror": False},
-                                    svm_params=SVM_PARAMS, box=CBCL_FRAMING, **SCAN)
-    print(f"trained round 0 in {time.perf_counter() - t:.0f} s; prefilter stages: {len(det.prefilter.thresholds)}",
-          flush=True)
-    det, F, labels, table = bootstrap(det, negatives, args.rounds, features=F, labels=labels,
-                                      max_per_image=MAX_PER_IMAGE, evaluate=per_round, callback=log_round)
-    print(f"final training set: {int(labels.sum())} faces, {int((labels == 0).sum())} non-faces; "
-          f"{det.classifier.support_.size} support vectors; last fit {det.classifier.fit_seconds_:.0f} s", flush=True)
+    if args.from_round is not None:
+        det, table = Detector.load(args.from_round), []
+    else:
+        det, table = train(args, X, y, negatives, sets)
     # box map and operating point on held-out data only: Web Faces val and the face-free images kept out
     det, n = calibrate_box(det, val)
     print(f"  box calibration on {n} val faces: {fmt_box(det.box)}", flush=True)
@@ -144,6 +130,39 @@ def main():
         print(f"  detections on {len(items)} images: " + (f"{len(changed)} differ" if changed else
               f"the same boxes, matched one-to-one at IoU >= 0.5 (lowest IoU {lowest:.2f})"))
         raise SystemExit(1 if changed else 3)
+
+
+def train(args, X, y, negatives, sets):
+    """Faces, the first non-faces, round 0 and the bootstrapping rounds: (detector, list of Round). Every round's
+    detector is saved as OUT.round<r>.npz, so that a run stopped later still has it (--from-round)."""
+    web = webfaces_windows(args.data, CBCL_FRAMING, ROTATIONS)
+
+    def per_round(det):  # threshold 0 without refinement: an early round accepts too much to refine around
+        return evaluate_sets(det.with_params(refine=None), sets)
+
+    def checkpoint(info):
+        log_round(info)
+        if info.get("event") == "round":
+            info["detector"].save(args.out.with_suffix(f".round{info['round'].round}.npz"))
+
+    cbcl = augment(X[y == 1], **CBCL_AUGMENTATION)
+    faces = np.concatenate([cbcl, web])
+    rng = np.random.default_rng(0)
+    nonfaces = np.concatenate([X[y == 0]] + [sample_windows(g, RANDOM_NONFACES, rng) for g in negatives])
+    print(f"faces: {len(cbcl)} CBCL patches + {len(web)} Web Faces patches; non-faces: {int((y == 0).sum())} CBCL "
+          f"+ {len(nonfaces) - int((y == 0).sum())} random windows of the negative images", flush=True)
+    Xall = np.concatenate([faces, nonfaces])
+    yall = np.r_[np.ones(len(faces), np.int64), np.zeros(len(nonfaces), np.int64)]
+    t = time.perf_counter()
+    det, F, labels = train_detector(Xall, yall, negative_images=negatives, augmentation={"mirror": False},
+                                    svm_params=SVM_PARAMS, box=CBCL_FRAMING, **SCAN)
+    print(f"trained round 0 in {time.perf_counter() - t:.0f} s; prefilter stages: {len(det.prefilter.thresholds)}",
+          flush=True)
+    det, F, labels, table = bootstrap(det, negatives, args.rounds, features=F, labels=labels,
+                                      max_per_image=MAX_PER_IMAGE, evaluate=per_round, callback=checkpoint)
+    print(f"final training set: {int(labels.sum())} faces, {int((labels == 0).sum())} non-faces; "
+          f"{det.classifier.support_.size} support vectors; last fit {det.classifier.fit_seconds_:.0f} s", flush=True)
+    return det, table
 
 
 def compare_models(path, reference):

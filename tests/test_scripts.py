@@ -147,7 +147,8 @@ def test_out_may_not_replace_an_input_data_file(tmp_path):
 
 
 # options whose value has no default to state: repeatable, optional comparisons, required
-NO_DEFAULT = {("bench_detect.py", "--model"), ("train_default.py", "--check"), ("train_pmsvm_detector.py", "--out")}
+NO_DEFAULT = {("bench_detect.py", "--model"), ("train_default.py", "--check"), ("train_default.py", "--from-round"),
+              ("train_pmsvm_detector.py", "--out")}
 
 
 @pytest.mark.parametrize("name", sorted(p.name for p in SCRIPTS.glob("[a-z]*.py")))
