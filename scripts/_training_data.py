@@ -133,11 +133,12 @@ def report(det, ops, table, evaluate):
               + " | ".join(f"{dr:.2f} / {fp} / {ap:.2f}" for dr, fp, ap in (r.scores[s] for s in sets)) + " |")
 
 
-def print_reliability(det, scores, is_face, bins=10):
-    """The confidence calibration's reliability table (facedet.evaluate.reliability_table) as markdown."""
-    rows, ece = reliability_table(det.confidence(scores), is_face, bins)
-    print(f"  confidence: platt A={det.platt[0]:.4f} B={det.platt[1]:.4f} on {len(scores)} detections "
-          f"({int(is_face.sum())} faces); expected calibration error {ece:.3f}")
-    print("| confidence | detections | mean confidence | fraction faces |\n|---|---|---|---|")
+def print_reliability(title, confidence, is_face, bins=10):
+    """A reliability table (facedet.evaluate.reliability_table) as markdown under ``title``, with its expected
+    calibration error."""
+    rows, ece = reliability_table(confidence, is_face, bins)
+    print(f"\n## {title}: {len(confidence)} detections, {int(np.sum(is_face))} faces; expected calibration error "
+          f"{ece:.3f}\n")
+    print("| confidence | detections | mean confidence | fraction faces |\n|---|---:|---:|---:|")
     for lo, hi, n, conf, frac in rows:
         print(f"| {lo:.1f}-{hi:.1f} | {n} | {conf:.3f} | {frac:.3f} |")

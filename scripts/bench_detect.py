@@ -84,6 +84,8 @@ from facedet.evaluate import (  # noqa: E402
 from facedet.imageio import read_rgb  # noqa: E402
 from facedet.patches import read_landmarks  # noqa: E402
 
+from _training_data import print_reliability  # noqa: E402
+
 # astronaut.png (512x512): measured by hand on a 3x enlargement with a 10-px grid. Top = top of the
 # eyebrows (y 87), bottom = chin (y 177), left/right = the cheek outline at eye level (x 181..269):
 # the eyebrows-to-chin convention of the dlib annotations.
@@ -381,7 +383,7 @@ def mit_cmu(facedets, args, ap):
              else f"all {len(ann)} images")
     print(f"# MIT+CMU frontal: {scope}, {n_free} without faces, {n_faces} faces ({n_ignored} ignored); box maps "
           f"from {len(val)} caltech_webfaces val images; threads={args.threads}", flush=True)
-    rows, maps = [], []
+    rows, maps, calibrated = [], [], []
     for name, swept, operating, sweep, fit in runs:
         t0 = time.process_time()
         dets_swept, _, _ = run(swept, images, 1)
@@ -399,6 +401,8 @@ def mit_cmu(facedets, args, ap):
             rows.append((name, boxes, sweep, detection_rate_at_fp(r_swept, FP_POINTS), r_swept.false_positives,
                          r_op))
         print(f"#   {name}: {seconds:.0f} s CPU on the MIT+CMU images (both runs)", flush=True)
+        if getattr(getattr(operating, "detector", None), "platt", None) is not None:
+            calibrated.append((name, operating.detector, dets_swept))
 
     print_box_maps(f"Box maps fitted on {len(val)} caltech_webfaces val images (detections at the operating point "
                    "matched at IoU >= 0.3)", maps)
@@ -419,6 +423,21 @@ def mit_cmu(facedets, args, ap):
           + " | ".join(f"{100 * v:.1f}%" for v in VIOLA_JONES) + " | |")
     if short:
         print("\n\\* the swept detections end below this number of false positives: the rate of all of them")
+    for name, detector, dets in calibrated:
+        reliability(name, detector, dets, ann)
+
+
+def reliability(name, detector, dets, ann):
+    """The confidence's reliability on these images (reported, never tuned on): confidence bins of the swept
+    detections against the fraction that match a face (IoU >= 0.5; those matching an ignored face left out)."""
+    conf, is_face = [], []
+    for k, d in dets.items():
+        truth, ignore = ann[k]
+        m = match_detections(d, truth, ignore)
+        conf.append(detector.confidence(d[~m["is_ignored"], 4]))
+        is_face.append(m["is_tp"][~m["is_ignored"]])
+    print_reliability(f"{name}: confidence against the fraction of faces, at the swept threshold",
+                      np.concatenate(conf), np.concatenate(is_face))
 
 
 def calibration_images(args):

@@ -107,7 +107,9 @@ def main():
     candidates = np.round(np.arange(-0.5, 2.51, 0.1), 2)
     det, rows = choose_threshold(det, items, candidates=candidates, neighbors=(1, 2, 3))
     det, scores, is_face = calibrate_confidence(det, items, threshold=candidates[0])
-    print_reliability(det, scores, is_face)
+    print(f"  confidence: platt A={det.platt[0]:.4f} B={det.platt[1]:.4f}", flush=True)
+    print_reliability("Confidence on the calibration images (Web Faces val + held-out scenes)",
+                      det.confidence(scores), is_face)
     # the same decision function in at most 284 vectors: a file of 1 MB, not one of 8 bytes x 283 x n_SV
     n_sv = det.classifier.support_.size
     det = Detector(reduce_quadratic(det.classifier), det.prefilter, features=det.features, **det.params())
