@@ -264,7 +264,17 @@ def calibrate_box(detector, items, sizes=(0.5, 1.1)):
     return detector.with_params(box=box), len(rel)
 
 
-def choose_threshold(detector, items, candidates=np.round(np.arange(-1.0, 1.01, 0.1), 2), neighbors=(1, 2, 3, 4)):
+def scan_items(detector, items, threshold):
+    """Every window above ``threshold`` of each image of ``items`` ((image, ...) tuples), unmerged:
+    list of (k, 5) arrays (:meth:`Detector.scan_windows`). The scan's ``refine`` does not depend on the
+    threshold, so the windows above any higher threshold are a subset: one scan serves
+    :func:`choose_threshold` and :func:`calibrate_confidence` (their ``windows``)."""
+    low = detector.with_params(threshold=float(threshold))
+    return [low.scan_windows(as_grey(item[0])) for item in items]
+
+
+def choose_threshold(detector, items, candidates=np.round(np.arange(-1.0, 1.01, 0.1), 2), neighbors=(1, 2, 3, 4),
+                     windows=None):
     """Pick the operating point (SVM threshold, min_neighbors) on annotated training images: the pair
     maximising F1 = 2 hits / (2 hits + false positives + misses) (IoU >= 0.5, one-to-one). A few training
     faces leave the maximum flat over a run of thresholds: the min_neighbors with the longest such run is
@@ -272,7 +282,8 @@ def choose_threshold(detector, items, candidates=np.round(np.arange(-1.0, 1.01, 
     tell the thresholds apart, and the negative images, bootstrapped on, under-count the false positives of
     new images, so the surest point is taken. Images without faces (truth (0, 4)) only add false positives.
     Returns (detector, rows (threshold, min_neighbors, hits, false positives)). Each image is scanned once,
-    at the lowest candidate threshold (the scan's ``refine`` does not depend on it). items: an iterable of
+    at the lowest candidate threshold (the scan's ``refine`` does not depend on it), unless ``windows`` gives
+    those scans (:func:`scan_items` at a threshold at most the lowest candidate). items: an iterable of
     (image, truth boxes (m, 4) xywh). Raises ValueError, before any scan, for no images or no faces, a truth
     box that is not finite with width and height > 0, no candidates or a non-finite one, and no neighbors
     or one that is not an integer >= 1."""
@@ -295,8 +306,8 @@ def choose_threshold(detector, items, candidates=np.round(np.arange(-1.0, 1.01, 
         raise ValueError("choose_threshold: neighbors must hold at least one min_neighbors value")
     for nb in neighbors:
         check_scalar(nb, "neighbors", lo=1, integer=True)
-    low = detector.with_params(threshold=float(candidates[0]))
-    raw = [(low.scan_windows(as_grey(img)), t) for img, t in items]
+    windows = scan_items(detector, items, candidates[0]) if windows is None else windows
+    raw = [(w, t) for w, (_, t) in zip(windows, items)]
     n_truth = sum(len(t) for _, t in raw)
     rows = []
     for th in candidates:
@@ -314,7 +325,7 @@ def choose_threshold(detector, items, candidates=np.round(np.arange(-1.0, 1.01, 
     return detector.with_params(threshold=float(candidates[i]), min_neighbors=int(neighbors[j])), rows
 
 
-def calibrate_confidence(detector, items, threshold=None, iou_threshold=0.5):
+def calibrate_confidence(detector, items, threshold=None, iou_threshold=0.5, windows=None):
     """Fit the detector's ``platt`` (A, B): the confidence of a detection, 1 / (1 + exp(A score + B)), is the
     fraction of detections of that score that are faces on held-out annotated images (Platt 1999, with the
     targets and Newton method of Lin, Lin, Weng 2007: :func:`svmcore.probability.fit_sigmoid`).
@@ -323,16 +334,20 @@ def calibrate_confidence(detector, items, threshold=None, iou_threshold=0.5):
     positives. Each image is searched at ``threshold`` (default: the detector's; lower it to calibrate the
     scores users reach with a lower ``--threshold``) with the detector's min_neighbors; a detection matching a
     face one-to-one at IoU >= ``iou_threshold`` is a face, one matching only an ignored face is left out.
-    Returns (detector with ``platt`` set, scores (n,) float64, is_face (n,) bool): the detections it was fitted
-    on, for :func:`facedet.evaluate.reliability_table`. Raises ValueError if the detections are not both faces and non-faces, or if
-    the fitted sigmoid does not rise with the score.
+    ``windows``: the images' scans at a threshold at most ``threshold`` (:func:`scan_items`), else they are
+    scanned. Returns (detector with ``platt`` set, scores (n,) float64, is_face (n,) bool): the detections it
+    was fitted on, for :func:`facedet.evaluate.reliability_table`. Raises ValueError if the detections are not
+    both faces and non-faces, or if the fitted sigmoid does not rise with the score.
     """
     from .evaluate import match_detections
 
-    det = detector if threshold is None else detector.with_params(threshold=threshold)
+    items = list(items)
+    threshold = detector.threshold if threshold is None else float(threshold)
+    windows = scan_items(detector, items, threshold) if windows is None else windows
     scores, is_face = [], []
-    for img, truth, *ignore in items:
-        dets = det.detect(img)
+    for w, (img, truth, *ignore) in zip(windows, items):
+        merged = merge_detections(w[w[:, 4] > threshold], detector.merge_iou, detector.min_neighbors)
+        dets = detector.windows_to_boxes(merged[:, :5])
         m = match_detections(dets, np.asarray(truth, float).reshape(-1, 4), ignore[0] if ignore else None,
                              iou_threshold=iou_threshold)
         keep = ~m["is_ignored"]

@@ -992,7 +992,7 @@ def calibrate(
     Models from train and bootstrap have (0, 0, 1), the raw 19x19 window (eyebrows to mouth)."""
     import numpy as np
 
-    from .bootstrap import calibrate_box, calibrate_confidence, choose_threshold
+    from .bootstrap import calibrate_box, calibrate_confidence, choose_threshold, scan_items
     from .evaluate import plural
     from .imageio import ImageError
 
@@ -1021,13 +1021,14 @@ def calibrate(
             det, n_faces = calibrate_box(det, [item for item in items if len(item[1])])
             if operating_point:
                 items += [(g, np.zeros((0, 4))) for _, g in neg]
+                windows = scan_items(det, items, -1.0)  # one scan for both
                 det, _ = choose_threshold(det, items, candidates=np.round(np.arange(-1.0, 3.01, 0.1), 2),
-                                          neighbors=(1, 2, 3))
+                                          neighbors=(1, 2, 3), windows=windows)
         except ValueError as exc:
             _usage(str(exc))
         if operating_point:  # down to the lowest threshold tried: users may lower --threshold that far
             try:
-                det, _, _ = calibrate_confidence(det, items, threshold=-1.0)
+                det, _, _ = calibrate_confidence(det, items, threshold=-1.0, windows=windows)
             except ValueError as exc:
                 _report("warning:", f"no confidence calibration: {exc}")
     _write(det.save, out_path)

@@ -40,7 +40,7 @@ from pathlib import Path  # noqa: E402
 import numpy as np  # noqa: E402
 
 from facedet.bootstrap import (bootstrap, calibrate_box, calibrate_confidence, choose_threshold,  # noqa: E402
-                               train_detector)
+                               scan_items, train_detector)
 from facedet.detector import FORMAT as DETECTOR_FORMAT  # noqa: E402
 from facedet.detector import Detector  # noqa: E402
 from facedet.evaluate import iou, match_detections  # noqa: E402
@@ -105,8 +105,9 @@ def main():
     print(f"  box calibration on {n} val faces: {fmt_box(det.box)}", flush=True)
     items = val + [(g, np.zeros((0, 4))) for g in held_out]
     candidates = np.round(np.arange(-0.5, 2.51, 0.1), 2)
-    det, rows = choose_threshold(det, items, candidates=candidates, neighbors=(1, 2, 3))
-    det, scores, is_face = calibrate_confidence(det, items, threshold=candidates[0])
+    windows = scan_items(det, items, candidates[0])  # one scan for both
+    det, rows = choose_threshold(det, items, candidates=candidates, neighbors=(1, 2, 3), windows=windows)
+    det, scores, is_face = calibrate_confidence(det, items, threshold=candidates[0], windows=windows)
     print(f"  confidence: platt A={det.platt[0]:.4f} B={det.platt[1]:.4f}", flush=True)
     print_reliability("Confidence on the calibration images (Web Faces val + held-out scenes)",
                       det.confidence(scores), is_face)

@@ -8,7 +8,7 @@ from PIL import Image
 from typer.testing import CliRunner
 
 import facedet
-from facedet.bootstrap import calibrate_confidence
+from facedet.bootstrap import calibrate_confidence, scan_items
 from facedet.cli import app
 from facedet.evaluate import read_annotations, reliability_table
 from facedet.imageio import read_grey, read_rgb
@@ -121,6 +121,10 @@ def test_calibrate_confidence_on_real_photos(data_dir):
     assert conf.sum() == pytest.approx(targets, rel=1e-3)
     order = np.argsort(scores)
     assert (np.diff(conf[order]) >= 0).all()
+    # one scan at a lower threshold serves as well: the same detections, the same sigmoid
+    windows = scan_items(det, items, det.threshold - 2.0)
+    again, s2, f2 = calibrate_confidence(det, items, threshold=det.threshold - 1.5, windows=windows)
+    assert again.platt == calibrated.platt and np.array_equal(s2, scores) and np.array_equal(f2, is_face)
     rows, ece = reliability_table(conf, is_face, bins=5)
     assert sum(r[2] for r in rows) == len(scores) and 0 <= ece < 0.5
     with pytest.raises(ValueError, match="both faces and false positives"):
