@@ -16,6 +16,8 @@ from typer.testing import CliRunner
 from facedet.cli import app
 from facedet.imageio import read_rgb, write_image
 
+from conftest import CBCL_DETECTOR
+
 runner = CliRunner()
 
 
@@ -584,10 +586,10 @@ def test_train_and_bootstrap_refuse_bad_hyperparameters_before_reading_any_data(
 
 
 def test_calibrate_refits_the_shipped_box_map_and_operating_point(data_dir, tmp_path):
-    # the shipped model's box map was fitted on the train split's 18 faces: from the raw window (0, 0, 1)
+    # the CBCL model's box map was fitted on the train split's 18 faces: from the raw window (0, 0, 1)
     # calibrate finds it again
-    from facedet import Detector, load_default
-    shipped = load_default()
+    from facedet import Detector
+    shipped = Detector.load(CBCL_DETECTOR)
     raw = tmp_path / "raw.npz"
     shipped.with_params(box=(0.0, 0.0, 1.0), threshold=0.0, min_neighbors=2).save(raw)
     scenes = data_dir / "scenes_annotated_dlib_voc"
