@@ -377,7 +377,8 @@ def test_a_symlink_loop_is_a_bad_file_not_a_traceback(astro, small_npz, tmp_path
     loop.symlink_to(loop)
     r = runner.invoke(app, ["detect", str(loop), str(astro), "--json"])
     assert r.exit_code == 1 and isinstance(r.exception, (SystemExit, type(None))), r.output
-    assert [x["image"] for x in json.loads(r.stdout)] == [str(astro)]
+    res = json.loads(r.stdout)
+    assert [x["image"] for x in res] == [str(loop), str(astro)] and "error" in res[0] and "faces" in res[1]
     assert "failed" in r.stderr and str(loop) in r.stderr and "Traceback" not in r.output
     for argv in (["train", "--data", str(loop), "--out", str(tmp_path / "m.npz")],
                  ["train", "--faces", str(loop), "--nonfaces", str(tmp_path), "--out", str(tmp_path / "m.npz")]):
