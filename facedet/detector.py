@@ -288,11 +288,11 @@ class Detector:
         import svmcore.pmsvm  # noqa: F401  (register SVC and PmSVM with persistence)
         import svmcore.svc  # noqa: F401
 
-        header, arrays = persistence.read_archive(path, FORMAT)
+        header, arrays = persistence.read_archive(path, FORMAT, _array_names, "facedet detector")
         try:
-            _check_described(header, arrays)
+            _check_prefilter(header, arrays)
             info = header["classifier"]
-            est_cls = persistence._REGISTRY[info["class"]]
+            est_cls = persistence.registered_class(info["class"])
             clf_arrays = {k.split(".", 1)[1]: v for k, v in arrays.items() if k.startswith("classifier.")}
             classifier = est_cls._from_state(info["params"], info["meta"], clf_arrays)
             prefilter = None
@@ -316,14 +316,20 @@ _HEADER_FIELDS = {"format", "format_version", "params", "features", "classifier"
 _PREFILTER_ARRAYS = ("prefilter.weights", "prefilter.thresholds")
 
 
-def _check_described(header, arrays):
-    """ValueError unless the detector file's ``header`` (dict) names exactly its fields and, through
-    ``prefilter``, the arrays beside the classifier's (see :meth:`Detector.load`)."""
+def _array_names(header):
+    """The arrays a detector file with this ``header`` (dict) may hold; ValueError unless the header names exactly
+    the fields :meth:`Detector.save` writes and a known classifier class (see :meth:`Detector.load`)."""
     unknown = sorted(set(header) - _HEADER_FIELDS)
     if unknown:
         raise ValueError(f"unknown header fields {unknown}")
     if not isinstance(header.get("classifier"), dict) or set(header["classifier"]) != {"class", "params", "meta"}:
         raise ValueError("the header's classifier must hold exactly class, params and meta")
+    est_cls = persistence.registered_class(header["classifier"]["class"])
+    return [f"classifier.{k}" for k in est_cls._file_arrays()] + list(_PREFILTER_ARRAYS)
+
+
+def _check_prefilter(header, arrays):
+    """ValueError unless the header's ``prefilter`` flag agrees with the prefilter's arrays in ``arrays``."""
     has = header.get("prefilter", False)  # (written by every version; absent: no cascade)
     if not isinstance(has, bool):
         raise ValueError(f"prefilter: expected true or false, got {has!r}")
@@ -335,9 +341,6 @@ def _check_described(header, arrays):
         raise ValueError(f"the header says prefilter: false, but the file holds the prefilter's arrays "
                          f"({', '.join(present)}): the cascade would be dropped; set prefilter to true, or remove the "
                          "arrays too")
-    other = sorted(k for k in arrays if not k.startswith("classifier.") and k not in _PREFILTER_ARRAYS)
-    if other:
-        raise ValueError(f"unknown arrays {other}")
 
 
 def _n_features(classifier):

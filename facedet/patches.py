@@ -14,12 +14,12 @@ from __future__ import annotations
 import csv
 import math
 import os
-import zipfile
 from pathlib import Path
 
 import cv2
 import numpy as np
 from svmcore._validation import check_scalar
+from svmcore.persistence import NpzReader
 
 from .imageio import MAX_PIXELS, ImageError, read_grey
 from .preprocess import WINDOW
@@ -113,21 +113,14 @@ def load_npz(path, split="train"):
     wrong shapes, NaN pixels or labels other than 0/1.
     """
     path = Path(path)
-    if not path.is_file():
-        raise ValueError(f"not a file: {path}")
-    if not zipfile.is_zipfile(path):  # np.load would also take a bare .npy array or a pickle
-        raise ValueError(f"{path}: not an .npz archive")
     try:
-        with np.load(path, allow_pickle=False) as d:
-            keys = (f"X_{split}", f"y_{split}") if f"X_{split}" in d.files else ("X", "y")
-            files = d.files
-            X, y = (d[keys[0]], d[keys[1]]) if all(k in files for k in keys) else (None, None)
-    except (OSError, EOFError, zipfile.BadZipFile) as exc:
-        raise ValueError(f"{path}: not a readable .npz file ({exc})") from exc
-    except ValueError as exc:  # object arrays: numpy refuses to unpickle them
-        raise ValueError(f"{path}: {exc}") from exc
-    if X is None:
-        raise ValueError(f"{path}: expected arrays X_{split}/y_{split} or X/y, found {files}")
+        with NpzReader(path, "patch file") as npz:
+            keys = (f"X_{split}", f"y_{split}") if f"X_{split}" in npz.members else ("X", "y")
+            if not all(k in npz.members for k in keys):
+                raise ValueError(f"{path}: expected arrays X_{split}/y_{split} or X/y, found {sorted(npz.members)}")
+            X, y = npz.read(keys[0]), npz.read(keys[1])
+    except FileNotFoundError as exc:
+        raise ValueError(str(exc)) from None
     if X.dtype.kind not in "biuf":
         raise ValueError(f"{path}: X must hold numbers, got dtype {X.dtype}")
     if X.dtype.kind == "f" and not np.isfinite(X).all():

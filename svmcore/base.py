@@ -120,6 +120,13 @@ class BaseEstimator:
         return params, meta, arrays
 
     @classmethod
+    def _file_arrays(cls) -> list[str]:
+        """The array names a file of this class may hold: the learned arrays, and the CSR parts (``<name>.data``,
+        ...) of those that may be stored sparse; a file holding others is refused before any array is read."""
+        sparse = cls._sparse_arrays + cls._sparse_in_files
+        return list(cls._state_arrays) + [f"{k}.{part}" for k in sparse for part in persistence.SPARSE_PARTS]
+
+    @classmethod
     def _from_state(cls, params, meta, arrays):
         arrays = persistence.join_sparse(arrays, cls._sparse_arrays + cls._sparse_in_files)
         arrays.update({k: arrays[k].toarray() for k in cls._sparse_in_files if sp.issparse(arrays.get(k))})

@@ -18,10 +18,12 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import stat
 import tempfile
 import zipfile
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -175,42 +177,160 @@ def write_archive(path, header: dict, arrays: dict) -> Path:
     return path
 
 
-def read_archive(path, expected_format: str) -> tuple[dict, dict]:
+MAX_HEADER_BYTES = 1 << 20  # a model's JSON header is a few KB
+MAX_EXPANSION = 100  # deflate reaches 1032:1 on degenerate data only; np.savez stores members uncompressed
+MAX_SMALL_MEMBER = 1 << 20  # a small member may expand more (CBCL's compressed labels: 192 times)
+MAX_MEMBERS = 1_000
+
+
+class NpzReader:
+    """An ``.npz`` archive opened under the project's reading policy: no array is read before every member is
+    checked from the archive's directory and its ``.npy`` header.
+
+    Refused (ValueError naming the file and the member): a path that is not a regular file, not a zip archive,
+    more than ``MAX_MEMBERS`` members, a member that is not ``<name>.npy`` or whose ``.npy`` header is bad, an object
+    dtype (pickle), a header whose shape and dtype do not give the member's size in the directory (a header that
+    claims 10**12 values in a 110 KB file), a stored member larger than the archive, or a compressed member over
+    ``MAX_SMALL_MEMBER`` bytes that expands more than ``MAX_EXPANSION`` times (a deflate bomb). :meth:`read` then
+    takes the member's declared size, at most ``MAX_EXPANSION`` times its compressed size (or ``MAX_SMALL_MEMBER``):
+    callers check names, shapes and dtypes (:attr:`members`: name -> (shape, dtype)) before they read. FileNotFoundError if ``path`` does not exist.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The archive.
+    what : str
+        What the file is, for messages ("model file", "patch file").
+    """
+
+    def __init__(self, path, what: str = "file"):
+        self.path = Path(path)
+        self.what = what
+        try:
+            mode = os.stat(self.path).st_mode
+        except FileNotFoundError:
+            raise FileNotFoundError(f"{what} not found: {self.path}") from None
+        except OSError as exc:
+            raise ValueError(f"{self.path}: cannot read the {what} ({exc.strerror or exc})") from exc
+        if stat.S_ISDIR(mode):
+            raise ValueError(f"{self.path}: is a folder, not a {what}")
+        if not stat.S_ISREG(mode):  # a FIFO would block, a device never end
+            raise ValueError(f"{self.path}: not a regular file (a pipe, device or socket), not a {what}")
+        size = os.stat(self.path).st_size
+        try:
+            self._zip = zipfile.ZipFile(self.path)
+        except (zipfile.BadZipFile, OSError, EOFError, ValueError) as exc:
+            # (np.load would also take a bare .npy array or, unsafely, a pickle)
+            raise ValueError(f"{self.path}: not a {what} (not an .npz archive)") from exc
+        try:
+            self.members = self._check_members(size)
+        except BaseException:
+            self._zip.close()
+            raise
+
+    def _bad(self, why):
+        return ValueError(f"{self.path}: not a valid {self.what} ({why})")
+
+    def _check_members(self, archive_bytes):
+        infos = self._zip.infolist()
+        if len(infos) > MAX_MEMBERS:
+            raise self._bad(f"{len(infos)} members, at most {MAX_MEMBERS}")
+        members = {}
+        for info in infos:
+            name = info.filename[:-4] if info.filename.endswith(".npy") else None
+            if not name or name in members:
+                raise self._bad(f"member {info.filename!r} is not one .npy array")
+            if info.compress_type == zipfile.ZIP_STORED:
+                if info.file_size != info.compress_size or info.compress_size > archive_bytes:
+                    raise self._bad(f"member {info.filename!r} claims {info.file_size} bytes in a {archive_bytes}-byte file")
+            elif info.file_size > max(MAX_EXPANSION * info.compress_size, MAX_SMALL_MEMBER):
+                raise self._bad(f"member {info.filename!r} expands {info.compress_size} bytes to {info.file_size}, "
+                                f"more than {MAX_EXPANSION} times")
+            try:
+                with self._zip.open(info) as f:
+                    version = np.lib.format.read_magic(f)
+                    read_header = {(1, 0): np.lib.format.read_array_header_1_0,
+                                   (2, 0): np.lib.format.read_array_header_2_0}.get(version)
+                    if read_header is None:
+                        raise ValueError(f".npy version {version}")
+                    shape, fortran, dtype = read_header(f)
+                    offset = f.tell()
+            except (ValueError, OSError, EOFError, zipfile.BadZipFile, zlib.error) as exc:
+                raise self._bad(f"member {info.filename!r} is not a .npy array: {exc}") from exc
+            if dtype.hasobject:
+                raise self._bad(f"array {name!r} has dtype object, which would need pickle")
+            nbytes = math.prod(shape) * dtype.itemsize
+            if offset + nbytes != info.file_size:
+                raise self._bad(f"array {name!r}: its header claims {shape} {dtype} ({nbytes} bytes), the archive "
+                                f"holds {info.file_size - offset}")
+            members[name] = (tuple(shape), dtype)
+        return members
+
+    def read(self, name: str) -> np.ndarray:
+        """The array ``name`` (a key of :attr:`members`, which gives its shape and dtype); ValueError if its data
+        are corrupt (a CRC error, a truncated member)."""
+        try:
+            with self._zip.open(f"{name}.npy") as f:
+                return np.lib.format.read_array(f, allow_pickle=False)
+        except (ValueError, OSError, EOFError, zipfile.BadZipFile, zlib.error) as exc:
+            raise self._bad(f"array {name!r}: {exc}") from exc
+
+    def close(self):
+        self._zip.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+_HEADER_FIELDS = {"format", "format_version", "class", "params", "meta"}  # what save writes
+
+
+def read_archive(path, expected_format: str, array_names=None, what: str = "model") -> tuple[dict, dict]:
     """Read an archive written by :func:`write_archive`; return ``(header, arrays)``.
 
-    Raises FileNotFoundError if ``path`` does not exist and ValueError if it is not such an archive
-    (not a zip/npz, no header, bad JSON, another format, a newer format version, object arrays).
+    The JSON header is read first; ``array_names(header)``, if given, returns the names of the arrays such a
+    file may hold (raising ValueError for a bad header), and an archive holding others is refused before any array
+    is read; ``what`` names such a file in the messages of these two checks. Raises FileNotFoundError if ``path`` does not exist and ValueError if it is not such an archive
+    (:class:`NpzReader`'s policy; no header, a header over ``MAX_HEADER_BYTES`` or not JSON, another format, a
+    newer format version, unknown arrays).
     """
-    path = Path(path)
-    if path.is_dir():
-        raise ValueError(f"{path}: is a folder, not a model file")
-    if not path.is_file():
-        raise FileNotFoundError(f"model file not found: {path}")
-    if not zipfile.is_zipfile(path):  # np.load would accept a bare .npy array (or, unsafely, a pickle)
-        raise ValueError(f"{path}: not a model file (not an .npz archive)")
-    try:
-        with np.load(path, allow_pickle=False) as npz:
-            arrays = {k: npz[k] for k in npz.files}
-    except (zipfile.BadZipFile, OSError, EOFError) as exc:
-        raise ValueError(f"{path}: not a readable model file ({exc})") from exc
-    except ValueError as exc:  # numpy refuses object arrays (pickle) with ValueError
-        raise ValueError(f"{path}: not a valid model file ({exc})") from exc
-    if "__header__" not in arrays:
-        raise ValueError(f"{path}: not a model file of this project (no header)")
-    bad = [k for k, a in arrays.items() if not isinstance(a, np.ndarray)]  # np.load hands over raw bytes
-    if bad:
-        raise ValueError(f"{path}: not a valid model file ({bad[0]!r} is not a .npy array)")
-    raw = arrays.pop("__header__")
-    try:
-        header = json.loads(raw.tobytes().decode("utf-8"), object_hook=_decode)  # (older files: -Infinity)
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:  # (deeply nested brackets recurse)
-        raise ValueError(f"{path}: model header is not valid JSON ({exc})") from exc
-    if not isinstance(header, dict) or header.get("format") != expected_format:
-        raise ValueError(f"{path}: not a {expected_format} file (format={header.get('format') if isinstance(header, dict) else None!r})")
-    version = header.get("format_version")
-    if isinstance(version, bool) or not isinstance(version, int) or version > FORMAT_VERSION or version < 1:
-        raise ValueError(f"{path}: unsupported format version {version!r} (this version reads {FORMAT_VERSION})")
-    return header, arrays
+    with NpzReader(path, "model file") as npz:
+        spec = npz.members.get("__header__")
+        if spec is None:
+            raise ValueError(f"{path}: not a model file of this project (no header)")
+        if spec[1] != np.uint8 or len(spec[0]) != 1 or spec[0][0] > MAX_HEADER_BYTES:
+            raise ValueError(f"{path}: the model header must be at most {MAX_HEADER_BYTES} bytes of text, "
+                             f"got {spec[0]} {spec[1]}")
+        try:
+            header = json.loads(npz.read("__header__").tobytes().decode("utf-8"), object_hook=_decode)  # (older files: -Infinity)
+        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:  # (deeply nested brackets recurse)
+            raise ValueError(f"{path}: model header is not valid JSON ({exc})") from exc
+        if not isinstance(header, dict) or header.get("format") != expected_format:
+            raise ValueError(f"{path}: not a {expected_format} file (format={header.get('format') if isinstance(header, dict) else None!r})")
+        version = header.get("format_version")
+        if isinstance(version, bool) or not isinstance(version, int) or version > FORMAT_VERSION or version < 1:
+            raise ValueError(f"{path}: unsupported format version {version!r} (this version reads {FORMAT_VERSION})")
+        names = [k for k in npz.members if k != "__header__"]
+        if array_names is not None:
+            try:
+                known = set(array_names(header))
+            except (KeyError, TypeError, ValueError) as exc:
+                raise ValueError(f"{path}: invalid {what} ({exc})") from exc
+            unknown = sorted(set(names) - known)
+            if unknown:
+                raise ValueError(f"{path}: invalid {what} (unknown arrays {unknown})")
+        return header, {k: npz.read(k) for k in names}
+
+
+def registered_class(name) -> type:
+    """The estimator class registered under ``name`` (:func:`register`); ValueError if none is."""
+    cls = _REGISTRY.get(name) if isinstance(name, str) else None
+    if cls is None:
+        raise ValueError(f"unknown model class {name!r}; known: {sorted(_REGISTRY)}")
+    return cls
 
 
 def save(estimator, path) -> Path:
@@ -228,11 +348,14 @@ def load(path):
     file (not an .npz, unknown class, missing or unknown parameters, arrays or values, mis-typed or
     mis-shaped arrays, invalid hyperparameters or learned values). Never unpickles.
     """
-    header, arrays = read_archive(path, "svmcore-model")
-    name = header.get("class")
-    cls = _REGISTRY.get(name) if isinstance(name, str) else None
-    if cls is None:
-        raise ValueError(f"{path}: unknown model class {name!r}; known: {sorted(_REGISTRY)}")
+    def array_names(header):
+        unknown = sorted(set(header) - _HEADER_FIELDS)
+        if unknown:  # (an edited header: what would the fields mean?)
+            raise ValueError(f"unknown header fields {unknown}")
+        return registered_class(header.get("class"))._file_arrays()
+
+    header, arrays = read_archive(path, "svmcore-model", array_names, "svmcore model")
+    cls, name = _REGISTRY[header["class"]], header["class"]
     params = header.get("params")
     meta = header.get("meta")
     if not isinstance(params, dict) or not isinstance(meta, dict):

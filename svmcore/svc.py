@@ -808,6 +808,10 @@ class SVC(ClassifierMixin, _KernelSVM):
         return params, meta, arrays
 
     @classmethod
+    def _file_arrays(cls):
+        return super()._file_arrays() + list(cls._prob_arrays)
+
+    @classmethod
     def _from_state(cls, params, meta, arrays):
         est = super()._from_state(params, meta, {k: v for k, v in arrays.items() if k not in cls._prob_arrays})
         if est.probability:

@@ -84,7 +84,7 @@ def test_npz_errors(tmp_path):
     np.savez(bad, X=np.zeros((3, 19, 19), np.uint8), y=np.array([0, 1, 2]))
     with pytest.raises(ValueError, match="labels"):
         load_npz(bad)
-    with pytest.raises(ValueError, match="not a file"):
+    with pytest.raises(ValueError, match="not found"):
         load_npz(tmp_path / "missing.npz")
     (tmp_path / "junk.npz").write_bytes(b"junk")
     with pytest.raises(ValueError):
