@@ -95,13 +95,13 @@ def _check_not_input(paths, option: str, inputs: dict):
         for source in [] if given is None else given if isinstance(given, list) else [given]:
             source = _real(source)  # a symlink to an input is the input
             files[source] = name
-            if source.is_dir():
+            if os.path.isdir(source):  # (os.path: False for a name too long, where Path.is_dir raises)
                 folders[source] = name
     for path in paths if isinstance(paths, list) else [paths]:
         target = None if path is None else _real(path)
         if target in files:
             _usage(f"{option} {path}: is the {files[target]} input; it would be overwritten")
-        if target is not None and target.is_file() and target.suffix.lower() in IMAGE_SUFFIXES:
+        if target is not None and os.path.isfile(target) and target.suffix.lower() in IMAGE_SUFFIXES:
             name = next((folders[p] for p in target.parents if p in folders), None)
             if name is not None:
                 _usage(f"{option} {path}: is an image in the {name} input; it would be overwritten")
@@ -273,6 +273,7 @@ def _negatives(folder, files, progress, max_pixels):
 def _patches(faces, nonfaces, data, split, max_pixels, landmarks=None, photos=None):
     import numpy as np
 
+    from .imageio import open_csv
     from .patches import CBCL_FRAMING, load_folder, load_landmark_faces, load_patches
 
     if data is not None and (faces is not None or nonfaces is not None):
@@ -291,8 +292,8 @@ def _patches(faces, nonfaces, data, split, max_pixels, landmarks=None, photos=No
         if landmarks is not None:
             what = "--landmarks"
             # one tilted copy a face; the mirror images come with --mirror, as for the other faces
-            with open(landmarks, encoding="utf-8-sig") as f:  # a CSV without splits: all its rows
-                has_split = "split" in [c.strip().lower() for c in f.readline().split(",")]
+            with open_csv(landmarks, "landmark CSV") as reader:  # a CSV without splits: all its rows
+                has_split = "split" in [c.strip().lower() for c in reader.fieldnames or []]
             F, _, _ = load_landmark_faces(landmarks, photos if photos is not None else landmarks.parent / "images",
                                           CBCL_FRAMING, split=split if has_split else None, rotations=1,
                                           mirror=False, errors=errors, max_pixels=max_pixels)

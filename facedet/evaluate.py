@@ -17,7 +17,6 @@ set protocol of Osuna, Freund, Girosi 1997).
 """
 from __future__ import annotations
 
-import csv
 import math
 import os
 from dataclasses import dataclass, field
@@ -26,7 +25,7 @@ from pathlib import Path
 import numpy as np
 from numba import njit
 
-from .imageio import atomic_write
+from .imageio import atomic_write, open_csv
 from .merge import box_iou
 
 _TRUE = {"1", "true", "yes"}
@@ -61,20 +60,13 @@ def read_annotations(csv_path, split=None) -> dict[str, tuple[np.ndarray, np.nda
     box listed twice for the same image (it would count as two faces), or a ``split`` that the file does not
     have.
     """
-    path = Path(csv_path)
-    if path.is_dir():
-        raise ValueError(f"{path}: is a folder, not a CSV file")
-    try:
-        return _read_annotations(path, split)
-    except UnicodeDecodeError as exc:
-        raise ValueError(f"{path}: not a UTF-8 text (CSV) file ({exc.reason} at byte {exc.start})") from None
+    return _read_annotations(Path(csv_path), split)
 
 
 def _read_annotations(path, split):
     rows: dict[str, list] = {}
     seen: dict[tuple, int] = {}
-    with open(path, newline="", encoding="utf-8-sig") as f:
-        reader = csv.DictReader(f)
+    with open_csv(path, "annotation CSV") as reader:
         columns = [c.strip().lower() for c in (reader.fieldnames or [])]
         missing = [c for c in ("image", "x", "y", "w", "h") if c not in columns]
         twice = sorted({c for c in columns if columns.count(c) > 1} & {"image", "x", "y", "w", "h", "ignore", "split"})
@@ -138,12 +130,11 @@ def read_image_sizes(csv_path, split=None) -> dict[str, tuple[int, int]]:
     scored against them. ``split`` and image names as in :func:`read_annotations`, which validates the rest of
     the file. Returns ``{image: (width, height)}`` in pixels, empty if the file lacks either column.
     Raises ValueError naming the file and line for a size that is not a positive whole number or that differs
-    between rows of one image.
+    between rows of one image, or a box wholly outside the size given on its line.
     """
     path = Path(csv_path)
     sizes: dict[str, tuple[int, int]] = {}
-    with open(path, newline="", encoding="utf-8-sig") as f:
-        reader = csv.DictReader(f)
+    with open_csv(path, "annotation CSV") as reader:
         reader.fieldnames = [c.strip().lower() for c in (reader.fieldnames or [])]
         if not {"img_width", "img_height", "image"} <= set(reader.fieldnames):
             return sizes
@@ -160,6 +151,14 @@ def read_image_sizes(csv_path, split=None) -> dict[str, tuple[int, int]]:
             if sizes.setdefault(name, size) != size:
                 raise ValueError(f"{where}: {name} is {size[0]}x{size[1]} here but "
                                  f"{sizes[name][0]}x{sizes[name][1]} on an earlier line")
+            box = [(row.get(c) or "").strip() for c in ("x", "y", "w", "h")]
+            try:
+                x, y, w, h = (float(v) for v in box)
+            except ValueError:  # (empty: a face-free image; not numbers: read_annotations refuses it)
+                continue
+            if x >= size[0] or y >= size[1] or x + w <= 0 or y + h <= 0:
+                raise ValueError(f"{where}: the box {','.join(box)} lies wholly outside the {size[0]}x{size[1]} "
+                                 "image it annotates")
     return sizes
 
 
@@ -169,8 +168,7 @@ def listed_images(csv_path) -> set[str]:
     than the one evaluated is still listed: it is not a face-free image. Raises as ``open`` for a missing file,
     ValueError naming the file for one without an ``image`` column."""
     path = Path(csv_path)
-    with open(path, newline="", encoding="utf-8-sig") as f:
-        reader = csv.DictReader(f)
+    with open_csv(path, "annotation CSV") as reader:
         reader.fieldnames = [c.strip().lower() for c in (reader.fieldnames or [])]
         if "image" not in reader.fieldnames:
             raise ValueError(f"{path}: missing column image")

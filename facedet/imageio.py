@@ -1,4 +1,4 @@
-"""Safe image reading and atomic writing: the one place where facedet touches image files.
+"""Safe image reading and atomic writing: the one place where facedet touches image and CSV files.
 
 Decoding is Pillow's; this module adds what a batch tool needs around it: a pixel limit checked on the
 header before any pixel is decoded (decompression bombs), EXIF orientation, a fixed conversion of every
@@ -41,6 +41,7 @@ Mode conversions (Pillow mode -> result):
 from __future__ import annotations
 
 import contextlib
+import csv
 import os
 import re
 import threading
@@ -51,7 +52,7 @@ import numpy as np
 from PIL import Image, ImageOps, UnidentifiedImageError
 
 from svmcore._validation import check_scalar
-from svmcore.persistence import atomic_write
+from svmcore.persistence import atomic_write, regular_file_size
 
 # 50 megapixels: above every common camera's default output (a 48-MP phone sensor saves 12-MP files by
 # default), not above a 61-MP full-frame or 102-MP medium-format camera or a phone's 108/200-MP mode, whose
@@ -196,9 +197,7 @@ def read_video(path, *, every: int = 1, max_pixels: int = MAX_PIXELS):
     import cv2
 
     check_scalar(every, "every", lo=1, integer=True)
-    if not Path(path).is_file():
-        raise ImageError(f"{os.fspath(path)}: file not found" if not Path(path).exists()
-                         else f"{os.fspath(path)}: not a regular file")
+    _check_image_file(path)
     cap = cv2.VideoCapture(os.fspath(path))
     try:
         if not cap.isOpened():
@@ -268,6 +267,7 @@ def _open(path, max_pixels):
         name, source = "-", path
     elif isinstance(path, (str, os.PathLike)):
         name = source = os.fspath(path)
+        _check_image_file(name)
     else:
         raise TypeError(f"expected a file path or a binary file object, got {type(path).__name__}")
     max_pixels = check_scalar(max_pixels, "max_pixels", lo=1, integer=True)
@@ -292,6 +292,50 @@ def _open(path, max_pixels):
         yield oriented
     finally:
         im.close()
+
+
+def _check_image_file(path):
+    """ImageError unless ``path`` is a regular file (a FIFO would block the batch, a device never end)."""
+    name = os.fspath(path)
+    try:
+        regular_file_size(name, "image file")
+    except FileNotFoundError:
+        raise ImageError(f"{name}: file not found") from None
+    except IsADirectoryError:
+        raise ImageError(f"{name}: is a directory, not an image file") from None
+    except ValueError as exc:
+        raise ImageError(str(exc)) from None
+
+
+# a CSV of annotations or landmarks: caltech_webfaces' landmarks.csv is 1.3 MB; a million faces ~100 MB
+MAX_CSV_BYTES = 1 << 30
+
+
+@contextlib.contextmanager
+def open_csv(path, what: str = "CSV file"):
+    """A ``csv.DictReader`` over ``path`` (UTF-8, a byte-order mark skipped), read under the reading policy.
+
+    ``path`` must be a regular file of at most :data:`MAX_CSV_BYTES`; a field may be as long as the file (Python's
+    csv refuses fields over 131,072 characters by default). Raises FileNotFoundError if it is missing, ValueError
+    naming the file for a folder, a FIFO, device or socket, a file over the limit, and (naming the line too)
+    for text that is not UTF-8 or not CSV, raised where the caller iterates the reader.
+    """
+    try:
+        size = regular_file_size(path, what)
+    except IsADirectoryError as exc:
+        raise ValueError(str(exc)) from None
+    if size > MAX_CSV_BYTES:
+        raise ValueError(f"{os.fspath(path)}: {size:,} bytes, over the limit of {MAX_CSV_BYTES:,} for a {what}")
+    csv.field_size_limit(max(csv.field_size_limit(), MAX_CSV_BYTES))
+    with open(path, newline="", encoding="utf-8-sig") as f:
+        reader = csv.DictReader(f)
+        try:
+            yield reader
+        except csv.Error as exc:
+            raise ValueError(f"{os.fspath(path)}, line {reader.line_num}: not a readable {what} ({exc})") from None
+        except UnicodeDecodeError as exc:
+            raise ValueError(f"{os.fspath(path)}: not a UTF-8 text {what} ({exc.reason} at byte {exc.start})") \
+                from None
 
 
 def _open_checked(name, max_pixels, source=None):

@@ -11,7 +11,6 @@ Augmentation (mirror, small shifts) and random non-face windows cut from face-fr
 """
 from __future__ import annotations
 
-import csv
 import math
 import os
 from pathlib import Path
@@ -21,7 +20,7 @@ import numpy as np
 from svmcore._validation import check_scalar
 from svmcore.persistence import NpzReader
 
-from .imageio import MAX_PIXELS, ImageError, read_grey
+from .imageio import MAX_PIXELS, ImageError, open_csv, read_grey
 from .preprocess import WINDOW
 
 # formats Pillow reads itself (no plugin or external program)
@@ -269,8 +268,7 @@ def read_landmarks(csv_path, split=None) -> dict[str, np.ndarray]:
     """
     path = Path(csv_path)
     out: dict[str, list] = {}
-    with open(path, newline="", encoding="utf-8-sig") as f:
-        reader = csv.DictReader(f)
+    with open_csv(path, "landmark CSV") as reader:
         reader.fieldnames = [c.strip().lower() for c in (reader.fieldnames or [])]
         missing = [c for c in ("image", *LANDMARK_COLUMNS) if c not in reader.fieldnames]
         if missing:

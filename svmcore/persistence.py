@@ -183,6 +183,27 @@ MAX_SMALL_MEMBER = 1 << 20  # a small member may expand more (CBCL's compressed 
 MAX_MEMBERS = 1_000
 
 
+def regular_file_size(path, what: str = "file") -> int:
+    """The size in bytes of ``path``, which must be a regular file (symlinks followed): a FIFO would block the
+    reader, a device (``/dev/zero``) never end.
+
+    Raises FileNotFoundError if it does not exist, IsADirectoryError for a folder and ValueError for a FIFO,
+    device or socket or a path that cannot be examined (permission, a symlink loop); messages name ``path`` and
+    ``what`` it should be.
+    """
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{what} not found: {os.fspath(path)}") from None
+    except OSError as exc:
+        raise ValueError(f"{os.fspath(path)}: cannot read the {what} ({exc.strerror or exc})") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise IsADirectoryError(f"{os.fspath(path)}: is a folder, not a {what}")
+    if not stat.S_ISREG(st.st_mode):
+        raise ValueError(f"{os.fspath(path)}: a pipe, device or socket, not a regular file")
+    return st.st_size
+
+
 class NpzReader:
     """An ``.npz`` archive opened under the project's reading policy: no array is read before every member is
     checked from the archive's directory and its ``.npy`` header.
@@ -207,16 +228,9 @@ class NpzReader:
         self.path = Path(path)
         self.what = what
         try:
-            mode = os.stat(self.path).st_mode
-        except FileNotFoundError:
-            raise FileNotFoundError(f"{what} not found: {self.path}") from None
-        except OSError as exc:
-            raise ValueError(f"{self.path}: cannot read the {what} ({exc.strerror or exc})") from exc
-        if stat.S_ISDIR(mode):
-            raise ValueError(f"{self.path}: is a folder, not a {what}")
-        if not stat.S_ISREG(mode):  # a FIFO would block, a device never end
-            raise ValueError(f"{self.path}: not a regular file (a pipe, device or socket), not a {what}")
-        size = os.stat(self.path).st_size
+            size = regular_file_size(self.path, what)
+        except IsADirectoryError as exc:
+            raise ValueError(str(exc)) from None
         try:
             self._zip = zipfile.ZipFile(self.path)
         except (zipfile.BadZipFile, OSError, EOFError, ValueError) as exc:
