@@ -7,6 +7,8 @@ It imports nothing heavy before it takes over Ctrl-C, so that any Ctrl-C ends th
 - where numba's loader swallows it: llvmlite ignores exceptions raised in its ctypes callbacks, and the
   command then ran on to print its results; the press is recorded (:mod:`facedet._interrupt`) and the
   command stops at its next step (a progress update, an output).
+A Ctrl-C after the command's last output changes nothing. SIGTERM ends the command with exit code 143, its
+temporary files removed.
 """
 import signal
 import sys
@@ -26,6 +28,7 @@ def main():
     """Run :func:`facedet.cli.main`; exit 130 if Ctrl-C was pressed at any point."""
     pressed = _interrupt.pressed  # empty: the handler is ours only inside this call, which clears it
     previous = signal.signal(signal.SIGINT, _interrupt.on_sigint)
+    previous_term = signal.signal(signal.SIGTERM, _interrupt.on_sigterm)
     code = 0
     try:
         from .cli import main as cli_main
@@ -39,8 +42,10 @@ def main():
         pressed.append(signal.SIGINT)
     finally:
         signal.signal(signal.SIGINT, previous)
+        signal.signal(signal.SIGTERM, previous_term)
         interrupted = bool(pressed)
         pressed.clear()  # a later command in the same process (tests) starts unpressed
+        _interrupt.finished.clear()
     if interrupted:
         print("interrupted", file=sys.stderr)
         code = 130

@@ -86,7 +86,7 @@ def _real(path) -> Path:
 
 def _check_not_input(paths, option: str, inputs: dict):
     """Usage error (exit 2) if writing a path of ``paths`` (one or a list; None entries skipped) would replace an
-    input. ``inputs`` maps an option to the file or folder it names, or to a list of files (None: not given);
+    input, or put a file of an image suffix into an input folder. ``inputs`` maps an option to the file or folder it names, or to a list of files (None: not given);
     the image files in a folder are its inputs."""
     from .patches import IMAGE_SUFFIXES
 
@@ -101,10 +101,12 @@ def _check_not_input(paths, option: str, inputs: dict):
         target = None if path is None else _real(path)
         if target in files:
             _usage(f"{option} {path}: is the {files[target]} input; it would be overwritten")
-        if target is not None and os.path.isfile(target) and target.suffix.lower() in IMAGE_SUFFIXES:
+        if target is not None and target.suffix.lower() in IMAGE_SUFFIXES:
             name = next((folders[p] for p in target.parents if p in folders), None)
-            if name is not None:
-                _usage(f"{option} {path}: is an image in the {name} input; it would be overwritten")
+            if name is not None:  # (a new file there would be read as an image of that input later)
+                _usage(f"{option} {path}: is an image in the {name} input; it would be overwritten"
+                       if os.path.isfile(target) else f"{option} {path}: is inside the {name} input folder, "
+                       "where it would be read as an image; write it elsewhere")
 
 
 _stdout = {"lost": False}  # set when standard output could not take a command's results
@@ -153,6 +155,8 @@ def _start(version: bool = typer.Option(False, "--version", callback=_version, i
 
 def _exit(failed):
     """End a command: exit 1 if an input failed or an output (standard output included) was not written."""
+    _interrupt.check()
+    _interrupt.finish()  # (a Ctrl-C after the last output is not an interruption)
     raise typer.Exit(1 if failed or _stdout["lost"] else 0)
 
 
@@ -574,6 +578,9 @@ def detect(
                                                     "value, also score stride 1 and the pyramid's half steps; "
                                                     "'off': the grid only (default: the model's)."),
     every: int = typer.Option(1, min=1, help="Videos: search every N-th frame (1: all; the records say which)."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace annotated images that exist already "
+                                                              "(default: refuse, so that runs never replace one "
+                                                              "another's)."),
     labels: bool = typer.Option(True, "--labels/--no-labels", help="Annotated images: write each face's "
                                                                    "confidence (or score, for an uncalibrated "
                                                                    "model) above its box."),
@@ -608,6 +615,10 @@ def detect(
         _usage("--min-confidence: the model has no confidence calibration (facedet calibrate); use --threshold")
     targets = _annotation_targets(images, out_path)
     _check_not_input(targets, "--out", {"IMAGE": images, "--model": model})
+    existing = [t for t in targets if t is not None and os.path.lexists(t)]
+    if existing and not overwrite:
+        more = f" (and {len(existing) - 1} more)" if len(existing) > 1 else ""
+        _usage(f"--out: {existing[0]}{more} exists; --overwrite replaces annotated images, or give another --out")
     def find(rgb):  # boxes and their confidences (None for an uncalibrated model), --min-confidence applied
         boxes = det.detect(rgb, threads=threads)
         conf = det.confidence(boxes[:, 4])
@@ -632,7 +643,8 @@ def detect(
                             if write is None:
                                 target.parent.mkdir(parents=True, exist_ok=True)
                                 write = stack.enter_context(video_writer(target, video_fps(path) / every,
-                                                                         (rgb.shape[1], rgb.shape[0])))
+                                                                         (rgb.shape[1], rgb.shape[0]),
+                                                                         overwrite=overwrite))
                             write(draw_boxes(rgb, boxes, _labels(record) if labels else None))
                             _interrupt.check()
                 if write is not None:  # each frame's record names the annotated video, as an image's does
@@ -648,7 +660,8 @@ def detect(
                 _interrupt.check()
                 try:
                     target.parent.mkdir(parents=True, exist_ok=True)
-                    write_image(target, draw_boxes(rgb, boxes, _labels(record) if labels else None))
+                    write_image(target, draw_boxes(rgb, boxes, _labels(record) if labels else None),
+                                overwrite=overwrite)
                     results[-1]["annotated"] = str(target)
                 except (ImageError, OSError) as exc:
                     _report("failed", f"cannot write annotated image {target}: {getattr(exc, 'strerror', None) or exc}")

@@ -52,7 +52,7 @@ import numpy as np
 from PIL import Image, ImageOps, UnidentifiedImageError
 
 from svmcore._validation import check_scalar
-from svmcore.persistence import atomic_write, regular_file_size
+from svmcore.persistence import atomic_write, move_into_place, regular_file_size
 
 # 50 megapixels: above every common camera's default output (a 48-MP phone sensor saves 12-MP files by
 # default), not above a 61-MP full-frame or 102-MP medium-format camera or a phone's 108/200-MP mode, whose
@@ -150,14 +150,15 @@ def read_rgb(path, *, max_pixels=MAX_PIXELS) -> np.ndarray:
         return np.ascontiguousarray(np.repeat(grey[:, :, None], 3, axis=2))
 
 
-def write_image(path, rgb) -> Path:
+def write_image(path, rgb, *, overwrite: bool = True) -> Path:
     """Atomically write ``rgb``, an ``(H, W, 3)`` or grey ``(H, W)`` uint8 array, to ``path``.
 
     The format follows the suffix (``.png``, ``.jpg``/``.jpeg`` at quality 95, ``.bmp``, ``.tif``, ...,
     anything Pillow writes). The image goes to a temporary file in the target folder that is then renamed
     over ``path``, so readers never see a half-written file. Returns ``path`` as a Path.
     Raises TypeError for a non-uint8 array, ValueError for a wrong shape or an unknown suffix, OSError if
-    the folder is not writable.
+    the folder is not writable, FileExistsError if ``overwrite`` is false and ``path`` exists (also when another
+    process created it during the write).
     """
     path = Path(path)
     a = np.asarray(rgb)
@@ -169,7 +170,7 @@ def write_image(path, rgb) -> Path:
     if fmt is None or fmt not in Image.SAVE:
         raise ValueError(f"write_image: cannot tell an image format Pillow writes from the suffix of {path}")
     options = {"quality": 95} if fmt == "JPEG" else {}
-    with atomic_write(path) as f:
+    with atomic_write(path, overwrite) as f:
         Image.fromarray(np.ascontiguousarray(a)).save(f, format=fmt, **options)
     return path
 
@@ -233,11 +234,12 @@ def video_fps(path) -> float:
 
 
 @contextlib.contextmanager
-def video_writer(path, fps: float, size: tuple[int, int]):
+def video_writer(path, fps: float, size: tuple[int, int], *, overwrite: bool = True):
     """Context manager yielding ``write(rgb)``, which appends an ``(H, W, 3)`` uint8 RGB frame of ``size`` (W, H)
     to a video file that replaces ``path`` only when the block ends without an error (written under a temporary
     name in the same folder, then renamed). The codec follows the suffix (.mp4, .mov, .mkv: MPEG-4; .avi:
-    Motion JPEG). Raises ValueError for another suffix, OSError if OpenCV cannot open the file for writing.
+    Motion JPEG). Raises ValueError for another suffix, OSError if OpenCV cannot open the file for writing,
+    FileExistsError as :func:`write_image` with ``overwrite`` false.
     """
     import cv2
 
@@ -252,7 +254,7 @@ def video_writer(path, fps: float, size: tuple[int, int]):
             raise OSError(f"cannot write the video {path}")
         yield lambda rgb: writer.write(cv2.cvtColor(np.ascontiguousarray(rgb), cv2.COLOR_RGB2BGR))
         writer.release()
-        os.replace(tmp, path)
+        move_into_place(tmp, path, overwrite)
     finally:
         writer.release()
         if tmp.exists():

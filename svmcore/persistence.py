@@ -40,12 +40,14 @@ def register(cls):
 
 
 @contextlib.contextmanager
-def atomic_write(path):
+def atomic_write(path, overwrite: bool = True):
     """Context manager yielding a binary file whose content replaces ``path`` only on success.
 
-    Writes to a temporary file in the target's folder, fsyncs, then ``os.replace`` (atomic on POSIX and
-    Windows); on any exception the temporary file is removed and ``path`` is left untouched. The file gets
-    the permission bits of the file it replaces, or 0666 & ~umask if new.
+    Writes to a temporary file in the target's folder, fsyncs, then moves it into place
+    (:func:`move_into_place`); on any exception (SIGTERM too, where the program turns it into one, as the
+    ``facedet`` command does) the temporary file is removed and ``path`` is left untouched. The file gets the
+    permission bits of the file it replaces, or 0666 & ~umask if new. ``overwrite=False``: FileExistsError if
+    ``path`` exists when the file is complete (another process wrote it meanwhile), and the file is not replaced.
     """
     path = Path(os.path.realpath(path))  # through a symlink: replace its target, keep the link
     if not path.parent.is_dir():  # name the user's folder, not the temporary file mkstemp would report
@@ -63,11 +65,36 @@ def atomic_write(path):
             yield f
             f.flush()
             os.fsync(f.fileno())
-        os.replace(tmp, path)
+        move_into_place(tmp, path, overwrite)
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def move_into_place(tmp, path, overwrite: bool = True) -> None:
+    """Rename the complete file ``tmp`` to ``path`` in one step (same folder), so that readers see the old file
+    or the new one, never a part.
+
+    ``overwrite=True``: ``os.replace``. ``overwrite=False``: a hard link that fails if ``path`` exists, so two
+    processes writing the same name cannot replace each other's file (FileExistsError, ``tmp`` left to the
+    caller); where the file system has no hard links, ``path`` is first claimed by an exclusive create.
+    """
+    if overwrite:
+        os.replace(tmp, path)
+        return
+    try:
+        os.link(tmp, path)
+    except FileExistsError:
+        raise FileExistsError(f"{path}: exists and was not replaced") from None
+    except OSError:  # no hard links here (FAT, some network file systems)
+        try:
+            os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        except FileExistsError:
+            raise FileExistsError(f"{path}: exists and was not replaced") from None
+        os.replace(tmp, path)
+        return
+    os.unlink(tmp)
 
 
 def _encode(value):

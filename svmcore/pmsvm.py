@@ -414,6 +414,35 @@ DENSE_FROM = 0.35  # nonzero fraction from which fit uses dense rows (break-even
 ROWS_MAX_BYTES = 1 << 30  # larger dense rows (n d n_basis x 8 bytes) stay CSR
 
 
+# Building the layouts: the kernels below read X's rows as CSR (indptr, indices, values) and write the solver's arrays
+# at their final size, one pass each and in parallel over rows. A dense X is read in place as the CSR of all its
+# entries with indices empty (feature j = q - indptr[i]): no CSR copy of X, no codes or u array per entry (fit peaked
+# at 5.4 times a dense X's bytes beyond X with them; see PmSVM's Notes for the bound).
+CHUNK_VALUES = 1 << 19  # positions x n_basis per block of the regression without a table: ~40 MB of numpy temporaries
+
+
+@nb.njit(cache=True, inline="always")
+def _feature(q, i, indptr, indices):
+    """The feature of position q of row i: indices[q], or q - indptr[i] for a dense X (indices empty)."""
+    return q - indptr[i] if indices.shape[0] == 0 else indices[q]
+
+
+@nb.njit(cache=True, inline="always")
+def _code(v, s, top):
+    """The table row of value v of a feature of unit s: rint(v / s (lut_bins - 1)), at most top = lut_bins - 1."""
+    return int(min(np.rint(v / s * top), top))
+
+
+@nb.njit(cache=True, inline="always")
+def _kept(v, s, ev, top):
+    """Whether a nonzero value v (feature unit s) keeps its CSR position with the paper's basis: e(v / s) is not 0,
+    i.e. v does not round to the table's node 0 (top = lut_bins - 1) or, without a table (top < 0), v / s does not
+    underflow to 0 (explanatory_variables' zero row)."""
+    if top < 0:
+        return v / s > 0.0
+    return ev[_code(v, s, top), 0] != 0.0
+
+
 @nb.njit(cache=True)
 def _row_sums(indptr, values):
     """Each row's sum of values, in position order: the same bits whether zeros are positions or not."""
@@ -425,53 +454,182 @@ def _row_sums(indptr, values):
 
 
 @nb.njit(cache=True)
-def _column_max(indices, values, d):
-    """Each feature's largest value over the CSR positions (0 where it never occurs): (d,) float64, one pass
-    instead of scipy's conversion to CSC (2 ms on reuters)."""
+def _column_max(indptr, indices, values, d, rows):
+    """Each feature's largest value over the rows i with rows[i] (0 where it never occurs): (d,) float64, one pass
+    instead of scipy's conversion to CSC (2 ms on reuters) or a copy of the rows kept."""
     out = np.zeros(d)
-    for q in range(indices.shape[0]):
-        out[indices[q]] = max(out[indices[q]], values[q])
+    for i in range(indptr.shape[0] - 1):
+        if rows[i]:
+            for q in range(indptr[i], indptr[i + 1]):
+                j = _feature(q, i, indptr, indices)
+                out[j] = max(out[j], values[q])
     return out
 
 
-@nb.njit(cache=True)
-def _table_codes(indices, values, x_max, lut_bins, itype):
-    """Each position's table row: rint(x_q / x_max[j] (lut_bins - 1)), at most lut_bins - 1; one pass."""
-    out = np.empty(indices.shape[0], dtype=itype)
+@nb.njit(cache=True, parallel=True)
+def _count_positions(indptr, indices, values, unit, ev, lut_bins, paper):
+    """Row pointers (n + 1,) int64 of the solver's CSR positions: each row's nonzero values, less, with the paper's
+    basis, those that :func:`_kept` drops (e and beta are 0 there: they add nothing). lut_bins = 0: no table."""
+    n = indptr.shape[0] - 1
+    ptr = np.zeros(n + 1, dtype=np.int64)
     top = lut_bins - 1
-    for q in range(indices.shape[0]):
-        out[q] = min(np.rint(values[q] / x_max[indices[q]] * top), top)
-    return out
-
-
-@nb.njit(cache=True)
-def _csr_positions(indices, codes, ev, beta, unit):
-    """The streams the CSR solvers read with the paper's basis, one pass: t_pos[q] = ev[c, 1] (the margin's
-    e = (1, t, t^2)) and s_beta[q] = unit[j] beta[c] (the update's), c = codes[q], j = indices[q]."""
-    t_pos = np.empty(indices.shape[0])
-    s_beta = np.empty((indices.shape[0], 3), dtype=np.float32)  # as the dense rows: half the stream, rounding 6e-8
-    for q in range(indices.shape[0]):
-        c = codes[q]
-        s = unit[indices[q]]
-        t_pos[q] = ev[c, 1]
-        for b in range(3):
-            s_beta[q, b] = s * beta[c, b]
-    return t_pos, s_beta
-
-
-@nb.njit(cache=True)
-def _dense_rows(indptr, indices, codes, ev, beta, unit):
-    """The dense-row layout of CSR rows: (n, d n_basis) float32 e(x_ij) and s_j beta(x_ij), zero where x_ij = 0."""
-    n, d, n_basis = indptr.shape[0] - 1, unit.shape[0], ev.shape[1]
-    rows_e = np.zeros((n, d * n_basis), dtype=np.float32)
-    rows_b = np.zeros((n, d * n_basis), dtype=np.float32)
-    for i in range(n):
+    for i in nb.prange(n):
+        c = 0
         for q in range(indptr[i], indptr[i + 1]):
-            j, c = indices[q], codes[q]
+            v = values[q]
+            if v != 0.0 and (not paper or _kept(v, unit[_feature(q, i, indptr, indices)], ev, top)):
+                c += 1
+        ptr[i + 1] = c
+    for i in range(n):
+        ptr[i + 1] += ptr[i]
+    return ptr
+
+
+@nb.njit(cache=True, parallel=True)
+def _fill_positions(indptr, indices, values, unit, ev, beta, lut_bins, paper, ptr, out_indices, out_codes, t_pos,
+                    s_beta):
+    """The CSR streams of the rows of (indptr, indices, values), row i's positions from ptr[i] on (ptr from
+    :func:`_count_positions`): out_indices the feature j; with the paper's basis t_pos = ev[c, 1] (the margin's
+    e = (1, t, t^2)) and s_beta = unit[j] beta[c] (the update's, float32: half the stream, rounding 6e-8), else
+    out_codes = c. c: the table row of the value (:func:`_code`), or without a table (lut_bins = 0) its own row q of
+    ev and beta, the row of the position in the output as its code."""
+    top = lut_bins - 1
+    for i in nb.prange(indptr.shape[0] - 1):
+        o = ptr[i]
+        for q in range(indptr[i], indptr[i + 1]):
+            v = values[q]
+            if v == 0.0:
+                continue
+            j = _feature(q, i, indptr, indices)
+            s = unit[j]
+            if paper and not _kept(v, s, ev, top):
+                continue
+            c = _code(v, s, top) if lut_bins else q
+            out_indices[o] = j
+            if paper:
+                t_pos[o] = ev[c, 1]
+                for b in range(3):
+                    s_beta[o, b] = s * beta[c, b]
+            else:
+                out_codes[o] = c if lut_bins else o
+            o += 1
+
+
+@nb.njit(cache=True, parallel=True)
+def _fill_dense_rows(indptr, indices, values, unit, ev, beta, lut_bins, rows_e, rows_b):
+    """The dense-row layout of the rows of (indptr, indices, values) into rows_e, rows_b (zeros on entry): e(x_ij)
+    and s_j beta(x_ij), float32, at j n_basis + b, from the table rows of the values (:func:`_code`), or without a
+    table (lut_bins = 0) from row q of ev and beta."""
+    n_basis, top = ev.shape[1], lut_bins - 1
+    for i in nb.prange(indptr.shape[0] - 1):
+        for q in range(indptr[i], indptr[i + 1]):
+            j = _feature(q, i, indptr, indices)
+            c = _code(values[q], unit[j], top) if lut_bins else q
             for b in range(n_basis):
                 rows_e[i, j * n_basis + b] = ev[c, b]
                 rows_b[i, j * n_basis + b] = beta[c, b] * unit[j]
-    return rows_e, rows_b
+
+
+def _row_blocks(ptr, size):
+    """Row ranges [r0, r1) covering ptr's rows (ptr: row pointers), each of about ``size`` positions (at least half,
+    at most 1.5 size and a row); all rows in one if there are fewer than 2 size. Blocks of at least size / 2 keep
+    BLAS's matrix product in its many-row path, which computes each row to the same bits as for all positions at
+    once (a single row would take another path)."""
+    n, total = len(ptr) - 1, int(ptr[-1])
+    if total < 2 * size:
+        return [(0, n)]
+    bounds = [0]
+    for r in np.searchsorted(ptr, np.arange(size, total, size)):
+        if ptr[r] - ptr[bounds[-1]] >= size // 2 and total - ptr[r] >= size // 2:
+            bounds.append(int(r))
+    bounds.append(n)
+    return list(zip(bounds[:-1], bounds[1:]))
+
+
+def _solver_layout(X, nnz, x_max, anchors, p, lut_bins):
+    """The rows of X (C-contiguous float64 array or canonical CSR without stored zeros, nnz nonzero values) in the
+    solvers' layout: (indptr, indices, codes, t_pos, ev, beta, k_diag); see the comment above DENSE_FROM."""
+    n, d = X.shape
+    n_basis = len(anchors)
+    if sp.issparse(X):
+        indptr, indices, values = X.indptr, X.indices, X.data
+    else:
+        indptr, indices, values = np.arange(0, n * d + 1, d), np.empty(0, np.int32), X.ravel()
+    k_diag = _row_sums(indptr, values)  # k(x, x) = sum_j x_j
+    dense_rows = nnz >= DENSE_FROM * n * d and n * d * n_basis * 8 <= ROWS_MAX_BYTES
+    # 32-bit indices and codes when they fit: less memory traffic per coordinate step (1.1x on CBCL HOG)
+    itype = np.int32 if max(n * d if dense_rows and not sp.issparse(X) else nnz, d) < 2 ** 31 else np.int64
+    paper = n_basis == 3 and not dense_rows
+    # each feature in its own unit, x / x_max_j: the anchors' [0, 1]. beta stays in units of each feature: the layouts
+    # multiply it by s_j (k(q, x) = s_j k(q/s_j, x/s_j) in dimension j), so that one table of lut_bins rows serves all
+    if lut_bins is not None:
+        nodes = np.linspace(0.0, 1.0, lut_bins)
+        ev, beta = explanatory_variables(nodes, n_basis), regression_weights(nodes, anchors, p)
+        blocks = None
+    else:  # e and beta of every value: computed by blocks of rows, so that numpy's temporaries stay small
+        ev = beta = None
+        lut_bins = 0
+        if sp.issparse(X) or dense_rows:
+            block_ptr = indptr
+        else:
+            block_ptr = _count_positions(indptr, indices, values, x_max, np.zeros((1, 1)), 0, False)
+        blocks = _row_blocks(block_ptr, max(CHUNK_VALUES // n_basis, 1))
+
+    def block(r0, r1):
+        # rows r0:r1 as CSR of their positions (a dense X's nonzeros, or all its entries for dense rows), with e and
+        # beta of each position's value in its row of ev, beta
+        if sp.issparse(X):
+            a, b = indptr[r0], indptr[r1]
+            bp, bi, bv = indptr[r0:r1 + 1] - a, indices[a:b], values[a:b]
+            u = bv / x_max[bi]
+        elif dense_rows:
+            bp, bi, bv = np.arange(0, (r1 - r0) * d + 1, d), indices, X[r0:r1].ravel()
+            u = (X[r0:r1] / x_max).ravel()
+        else:
+            Xb = sp.csr_matrix(X[r0:r1])
+            bp, bi, bv = Xb.indptr, Xb.indices, Xb.data
+            u = bv / x_max[bi]
+        return bp, bi, bv, explanatory_variables(u, n_basis), regression_weights(u, anchors, p)
+
+    if dense_rows:
+        rows_e = np.zeros((n, d * n_basis), dtype=np.float32)
+        rows_b = np.zeros((n, d * n_basis), dtype=np.float32)
+        if blocks is None:
+            _fill_dense_rows(indptr, indices, values, x_max, ev, beta, lut_bins, rows_e, rows_b)
+        else:
+            for r0, r1 in blocks:
+                bp, bi, bv, bev, bbeta = block(r0, r1)
+                _fill_dense_rows(bp, bi, bv, x_max, bev, bbeta, 0, rows_e[r0:r1], rows_b[r0:r1])
+        # indptr: read (not used) by the solvers' prefetch; indices: not read
+        return np.zeros(n + 1, itype), np.empty(0, itype), np.empty(0, itype), np.empty(0), rows_e, rows_b, k_diag
+    ptr = _count_positions(indptr, indices, values, x_max, ev if ev is not None else np.zeros((1, 1)), lut_bins,
+                           paper)
+    m = int(ptr[-1])
+    out_indices = np.empty(m, itype)
+    if paper:
+        # codes: not read with t_pos, only non-empty (an empty one means dense rows); ev: only its width is read
+        codes, t_pos, s_beta = np.zeros(1, itype), np.empty(m), np.empty((m, 3), dtype=np.float32)
+        if blocks is None:
+            _fill_positions(indptr, indices, values, x_max, ev, beta, lut_bins, True, ptr, out_indices, codes, t_pos,
+                            s_beta)
+        else:
+            for r0, r1 in blocks:
+                bp, bi, bv, bev, bbeta = block(r0, r1)
+                _fill_positions(bp, bi, bv, x_max, bev, bbeta, 0, True, ptr[r0:r1], out_indices, codes, t_pos, s_beta)
+            ev = np.zeros((0, 3))
+        return ptr.astype(itype), out_indices, codes, t_pos, ev, s_beta, k_diag
+    codes = np.empty(m, itype)
+    if blocks is None:
+        _fill_positions(indptr, indices, values, x_max, ev, beta, lut_bins, False, ptr, out_indices, codes,
+                        np.empty(0), np.empty((0, 3), dtype=np.float32))
+    else:  # every nonzero value is a position and its own row of ev and beta, in storage order
+        ev, beta = np.empty((m, n_basis)), np.empty((m, n_basis))
+        for r0, r1 in blocks:
+            bp, bi, bv, bev, bbeta = block(r0, r1)
+            _fill_positions(bp, bi, bv, x_max, bev, bbeta, 0, False, ptr[r0:r1], out_indices, codes, np.empty(0),
+                            np.empty((0, 3), dtype=np.float32))
+            ev[ptr[r0]:ptr[r1]], beta[ptr[r0]:ptr[r1]] = bev, bbeta
+    return ptr.astype(itype), out_indices, codes, np.empty(0), ev, beta, k_diag
 
 
 @nb.njit(cache=True, fastmath={"reassoc", "contract"})
@@ -941,57 +1099,24 @@ class PmSVM(ClassifierMixin, BaseEstimator):
         row_weight = row_weights(sample_weight, self.class_weight, classes, y_index)
         n, d = X.shape
         n_basis = len(anchors)
-        if sp.issparse(X):
-            X = sp.csr_matrix(X)
+        if sp.issparse(X):  # check_array's copy, canonical
             X.eliminate_zeros()  # k(0, x) = 0: a zero feature adds nothing to a gradient or an update
             nnz = X.nnz
-            x_max = _column_max(X.indices, X.data, d)  # X >= 0: 0 if never positive
+            indptr, indices, values = X.indptr, X.indices, X.data
         else:
             nnz = np.count_nonzero(X)
-            x_max = X.max(axis=0).astype(np.float64)
+            indptr, indices, values = np.arange(0, n * d + 1, d), np.empty(0, np.int32), X.ravel()
         if not nnz:
             raise ValueError("X: all features are zero; nothing to learn")
         kept = row_weight > 0
-        if not kept.all():  # rows of weight 0 are left out: they set no feature's unit either
-            Xk = X[kept]
-            x_max = (_column_max(Xk.indices, Xk.data, d) if sp.issparse(Xk) else
-                     Xk.max(axis=0).astype(np.float64))
+        if sp.issparse(X) or not kept.all():  # rows of weight 0 are left out: they set no feature's unit either
+            x_max = _column_max(indptr, indices, values, d, kept)  # X >= 0: 0 if never positive
+        else:
+            x_max = X.max(axis=0).astype(np.float64)
+        del indptr, indices, values
         x_max[x_max <= 0] = 1.0
-        dense_rows = nnz >= DENSE_FROM * n * d and n * d * n_basis * 8 <= ROWS_MAX_BYTES
-        every_entry = dense_rows and not sp.issparse(X)
-        # 32-bit indices and codes when they fit: less memory traffic per coordinate step (1.1x on CBCL HOG)
-        itype = np.int32 if max(n * d if every_entry else nnz, d) < 2 ** 31 else np.int64
-        if every_entry:
-            # every entry is a position, zeros included (e and beta are zero there): no CSR copy (20 ms on CBCL HOG)
-            indptr, indices = np.arange(0, n * d + 1, d, dtype=itype), np.tile(np.arange(d, dtype=itype), n)
-            values = X.ravel()
-        else:
-            X = sp.csr_matrix(X)
-            indptr, indices, values = X.indptr.astype(itype), X.indices.astype(itype), X.data
-        # each feature in its own unit, x / x_max_j: the anchors' [0, 1]
-        if self.lut_bins is None:
-            u = values / x_max[indices]
-            codes = np.arange(len(u), dtype=itype)
-            ev = explanatory_variables(u, n_basis)
-            beta = regression_weights(u, anchors, self.p)
-        else:
-            nodes = np.linspace(0.0, 1.0, self.lut_bins)
-            codes = _table_codes(indices, values, x_max, self.lut_bins, itype)
-            ev = explanatory_variables(nodes, n_basis)
-            beta = regression_weights(nodes, anchors, self.p)
-        # beta stays in units of each feature: the solvers' updates multiply it by s_j (k(q, x) = s_j k(q/s_j, x/s_j)
-        # in dimension j), so that one table of lut_bins rows serves all features
-        k_diag = _row_sums(indptr, values)  # k(x, x) = sum_j x_j
-        t_pos = np.empty(0)
-        if dense_rows:
-            ev, beta = _dense_rows(indptr, indices, codes, ev, beta, x_max)
-            codes = codes[:0]
-        elif n_basis == 3:
-            nonzero = (ev[:, 0] != 0.0)[codes]  # values rounded to the node 0 (e = beta = 0) add nothing: drop them
-            if not nonzero.all():
-                indptr = np.concatenate(([0], np.cumsum(nonzero)))[indptr].astype(itype)
-                indices, codes = indices[nonzero], codes[nonzero]
-            t_pos, beta = _csr_positions(indices, codes, ev, beta, x_max)
+        indptr, indices, codes, t_pos, ev, beta, k_diag = _solver_layout(X, nnz, x_max, anchors, self.p, self.lut_bins)
+        del X  # a copy made by check_array (always for sparse input) is not needed in the solver
         pairs = self._pairs(len(classes), self.multi_class)
         n_models = len(pairs)
         pos = y_index[None, :] == pairs[:, 1:2]

@@ -21,7 +21,7 @@ from ._validation import (NotFittedError, check_array, check_choice, check_class
 from .base import BaseEstimator, ClassifierMixin
 from .kernels import (CentredGram, Gram, KernelSpec, block_rows, centres, check_fitted_gamma, check_gamma,
                       cut_block, densify_if_cheaper, gram_shifts, kernel_decision, kernel_diagonal, resolve_kernel,
-                      surely_sparse)
+                      row_norms_sq, surely_sparse)
 from .multiclass import ovo_pairs, ovo_votes
 from .probability import MIN_PROB, _fit_sigmoid, fit_sigmoid, pairwise_coupling, sigmoid_predict
 from .qmatrix import EPS32, IN_MEMORY_ROWS, KernelQ, PrecomputedQ, cache_holds, float32_columns_suffice
@@ -470,6 +470,12 @@ class _KernelSVM(BaseEstimator):
             raise ValueError(f"support_vectors_ has shape {self.support_vectors_.shape}, "
                              f"expected ({n_sv}, {self.n_features_in_})")
         check_fitted_gamma(self.kernel, self.gamma, self.gamma_, self.n_features_in_)
+        if self.kernel == "poly" and n_sv:  # (an edited degree: every decision value would overflow)
+            with np.errstate(over="ignore", invalid="ignore"):
+                diag = kernel_diagonal(row_norms_sq(self.support_vectors_), self._spec)
+            if not np.isfinite(diag).all():
+                raise ValueError(f"the poly kernel (degree={self.degree}, gamma_={self.gamma_:g}, coef0={self.coef0:g})"
+                                 " overflows on the model's own support vectors, which no fit produces")
 
 
 def _gram_pays(X, spec, n_classes, cache_mb, probability):
