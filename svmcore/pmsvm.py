@@ -573,7 +573,7 @@ def _solver_layout(X, nnz, x_max, anchors, p, lut_bins):
             block_ptr = indptr
         else:
             block_ptr = _count_positions(indptr, indices, values, x_max, np.zeros((1, 1)), 0, False)
-        blocks = _row_blocks(block_ptr, max(CHUNK_VALUES // n_basis, 1))
+        blocks = _row_blocks(block_ptr, max(CHUNK_VALUES // n_basis, 4))
 
     def block(r0, r1):
         # rows r0:r1 as CSR of their positions (a dense X's nonzeros, or all its entries for dense rows), with e and

@@ -343,11 +343,11 @@ def test_outputs_are_checked_before_work_and_never_overwrite(astro, tmp_path, sm
     assert sorted(p.name for p in (tmp_path / "o").iterdir()) == ["astronaut-2.faces.png", "astronaut.faces.png"]
     # a second run over a folder holding its own output does not annotate the annotations
     r = runner.invoke(app, ["detect", str(tmp_path / "a"), "--out", str(tmp_path / "a" / "out")])
-    r = runner.invoke(app, ["detect", str(tmp_path / "a"), "--out", str(tmp_path / "a" / "out")])
+    r = runner.invoke(app, ["detect", str(tmp_path / "a"), "--out", str(tmp_path / "a" / "out"), "--overwrite"])
     assert r.exit_code == 0 and [p.name for p in (tmp_path / "a" / "out").iterdir()] == ["astronaut.faces.png"]
     # annotations written beside the photos: the photos are scanned, the annotations of a previous run are not
-    for _ in range(2):
-        r = runner.invoke(app, ["detect", str(tmp_path / "a"), "--out", str(tmp_path / "a"), "--json"])
+    for again in ([], ["--overwrite"]):
+        r = runner.invoke(app, ["detect", str(tmp_path / "a"), "--out", str(tmp_path / "a"), "--json", *again])
         assert r.exit_code == 0
         assert [x["image"] for x in json.loads(r.stdout)] == [str(tmp_path / "a" / "astronaut.png")]
     for fmt in ("psd", "xbm"):  # Pillow writes neither in colour
@@ -390,8 +390,10 @@ def test_a_symlink_loop_is_a_bad_file_not_a_traceback(astro, small_npz, tmp_path
     r = runner.invoke(app, ["evaluate", "--images", str(tmp_path / "ev"), "--annotations",
                             str(tmp_path / "ev" / "a.csv"), "--plot", str(tmp_path / "pr.png")])
     assert r.exit_code == 2 and isinstance(r.exception, SystemExit) and "x.jpg" in r.stderr, r.output
-    # an output path that is a dangling loop is replaced, as any file there would be
+    # an output path that is a dangling loop is refused as any file there would be, and replaced with --overwrite
     r = runner.invoke(app, ["detect", str(astro), "--out", str(loop)])
+    assert r.exit_code == 2 and "--overwrite" in r.stderr, r.output
+    r = runner.invoke(app, ["detect", str(astro), "--out", str(loop), "--overwrite"])
     assert r.exit_code == 0 and not loop.is_symlink() and read_rgb(loop).shape == (512, 512, 3), r.output
 
 
