@@ -997,6 +997,10 @@ def calibrate(
                                               "that maximise F1 on these images, and fit the scores' confidence "
                                               "(Platt's sigmoid) on their detections; --box-only keeps the "
                                               "model's."),
+    reliability: Optional[Path] = typer.Option(None, help="Also draw the confidence's reliability diagram on "
+                                                          "these images (the fraction of detections that are "
+                                                          "faces per confidence bin) to this image file (.png, "
+                                                          ".svg, .pdf; needs matplotlib)."),
     max_pixels: int = _max_pixels_option(),
 ):
     """Fit a model's window-to-box map to the annotations' box convention (and its operating point and confidence).
@@ -1007,16 +1011,25 @@ def calibrate(
     import numpy as np
 
     from .bootstrap import calibrate_box, calibrate_confidence, choose_threshold, scan_items
-    from .evaluate import plural
+    from .evaluate import plot_format, plot_reliability, plural
     from .imageio import ImageError
 
     if negatives is not None and not operating_point:  # they only count in choosing the operating point
         _usage("--negatives: not used with --box-only (it keeps the model's operating point)")
+    if reliability is not None:
+        if not operating_point:
+            _usage("--reliability: --box-only fits no confidence")
+        try:
+            plot_format(reliability)
+        except (ValueError, ModuleNotFoundError) as exc:
+            _usage(f"--reliability: {exc}")
+        _check_output(reliability, "--reliability")
     _check_output(out_path, "--out")
-    _check_not_input(out_path, "--out", {"--model": model, "--annotations": annotations, "--negatives": negatives})
     negative_files = _image_files(negatives, "--negatives") if negatives else []
     ann, read, det = _annotated_set(images, annotations, split, model, max_pixels)
-    _check_not_input(out_path, "--out", {"--images": [images / name for name in ann]})
+    for path, option in ((out_path, "--out"), (reliability, "--reliability")):
+        _check_not_input(path, option, {"--model": model, "--annotations": annotations, "--negatives": negatives,
+                                        "--images": [images / name for name in ann]})
     items, failed = [], 0
     with _progress() as progress:
         task = progress.add_task("reading images", total=len(ann), info="")
@@ -1042,10 +1055,12 @@ def calibrate(
             _usage(str(exc))
         if operating_point:  # down to the lowest threshold tried: users may lower --threshold that far
             try:
-                det, _, _ = calibrate_confidence(det, items, threshold=-1.0, windows=windows)
+                det, scores, is_face = calibrate_confidence(det, items, threshold=-1.0, windows=windows)
             except ValueError as exc:
                 _report("warning:", f"no confidence calibration: {exc}")
     _write(det.save, out_path)
+    if reliability is not None and det.platt is not None:
+        _write(lambda path: plot_reliability(det.confidence(scores), is_face, path), reliability)
     dx, dy, scale = det.box
     _print(f"box map from {plural(n_faces, 'face')}: dx={dx:+.3f} dy={dy:+.3f} scale={scale:.3f}; threshold "
            f"{det.threshold:+.2f}, min_neighbors {det.min_neighbors}; wrote {out_path}", markup=False,

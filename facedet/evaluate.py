@@ -455,6 +455,43 @@ def plot_roc(result: EvalResult, path, fp_points=(), title=None, label=None):
     return _save_plot(fig, ax, result, title, path, fmt)
 
 
+def plot_reliability(confidence, is_face, path, bins: int = 10, title: str | None = None) -> Path:
+    """Write the reliability diagram of detections' ``confidence`` (n,) floats in [0, 1] against ``is_face`` (n,)
+    bools (:func:`reliability_table`): the fraction of faces in each confidence bin against the bin's mean
+    confidence, the diagonal (perfect calibration), and the detections per bin; atomically, to an image file
+    (format, errors and return value as :func:`plot_precision_recall`; ValueError if the lengths differ)."""
+    confidence, is_face = np.asarray(confidence, float).ravel(), np.asarray(is_face, bool).ravel()
+    if confidence.shape != is_face.shape:
+        raise ValueError(f"confidence and is_face differ in length: {confidence.size} and {is_face.size}")
+    fmt = plot_format(path)
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    rows, ece = reliability_table(confidence, is_face, bins)
+    fig = Figure(figsize=(5, 4.5), dpi=100)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    ax.plot([0, 1], [0, 1], ":", color="grey", label="perfect calibration")
+    if rows:
+        low, high, n, conf, frac = (np.array(c) for c in zip(*rows))
+        ax.bar((low + high) / 2, frac, width=high - low, color="C0", alpha=0.3, edgecolor="C0",
+               label="fraction of faces per bin")
+        ax.plot(conf, frac, "o-", color="C1", label="at the bin's mean confidence")
+        for x, y, k in zip((low + high) / 2, frac, n):
+            ax.annotate(str(k), (x, y), textcoords="offset points", xytext=(0, 3), ha="center", fontsize=7)
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1.05)
+    ax.set_xlabel("confidence")
+    ax.set_ylabel("fraction of detections that are faces")
+    ax.legend(loc="upper left", fontsize=8)
+    ax.grid(alpha=0.3)
+    ax.set_title(title or f"{confidence.size} detections, expected calibration error {ece:.3f}", fontsize=9)
+    path = Path(path)
+    with atomic_write(path) as f:
+        fig.savefig(f, format=fmt)
+    return path
+
+
 def _save_plot(fig, ax, result, title, path, fmt):
     """Grid, a title with the set's figures (or ``title``), and the figure written atomically to ``path``."""
     ax.grid(alpha=0.3)

@@ -19,6 +19,7 @@
    The benchmark test set is never read here (scripts/bench_detect.py --mit-cmu).
 
 Usage: PYTHONPATH=. python scripts/train_default.py [--rounds 1] [--out facedet/models/default_detector.npz] [--threads 2]
+                                                   [--from-round MODEL] [--reliability PNG]
                                                    [--check MODEL]
 
 --check MODEL compares the trained model with MODEL: every array, bit for bit, and every header field but the
@@ -44,7 +45,7 @@ from facedet.bootstrap import (bootstrap, calibrate_box, calibrate_confidence, c
                                scan_items, train_detector)
 from facedet.detector import FORMAT as DETECTOR_FORMAT  # noqa: E402
 from facedet.detector import Detector  # noqa: E402
-from facedet.evaluate import iou, match_detections  # noqa: E402
+from facedet.evaluate import iou, match_detections, plot_reliability  # noqa: E402
 from facedet.imageio import read_grey  # noqa: E402
 from facedet.patches import CBCL_FRAMING, augment, sample_windows  # noqa: E402
 from svmcore.persistence import read_archive  # noqa: E402
@@ -88,6 +89,8 @@ def main():
     ap.add_argument("--from-round", type=Path, metavar="MODEL",
                     help="skip the training: calibrate the detector of a round saved by an earlier run "
                          "(OUT.round<r>.npz, written after every round) and write OUT")
+    ap.add_argument("--reliability", type=Path, metavar="PNG",
+                    help="also draw the confidence's reliability diagram on the calibration images to this file")
     ap.add_argument("--check", type=Path, metavar="MODEL",
                     help="compare the result with this model file (arrays and header, not the training time; "
                          "then the detections): exit 0 identical, 3 the same detections only, 1 different")
@@ -120,6 +123,9 @@ def main():
     print(f"  confidence: platt A={det.platt[0]:.4f} B={det.platt[1]:.4f}", flush=True)
     print_reliability("Confidence on the calibration images (Web Faces val + held-out scenes)",
                       det.confidence(scores), is_face)
+    if args.reliability is not None:
+        plot_reliability(det.confidence(scores), is_face, args.reliability,
+                         title="Confidence on Web Faces val (every other photo) + held-out scenes")
     # the same decision function in at most 284 vectors: a file of 1 MB, not one of 8 bytes x 283 x n_SV
     n_sv = det.classifier.support_.size
     det = Detector(reduce_quadratic(det.classifier), det.prefilter, features=det.features, **det.params())

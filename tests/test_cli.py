@@ -604,8 +604,9 @@ def test_calibrate_refits_the_shipped_box_map_and_operating_point(data_dir, tmp_
     det = Detector.load(tmp_path / "box.npz")
     np.testing.assert_allclose(det.box, shipped.box, rtol=1e-12)
     assert (det.threshold, det.min_neighbors) == (0.0, 2)
-    r = runner.invoke(app, [*args, "--out", str(tmp_path / "op.npz")])
+    r = runner.invoke(app, [*args, "--out", str(tmp_path / "op.npz"), "--reliability", str(tmp_path / "rel.png")])
     assert r.exit_code == 0, r.output
+    assert read_rgb(tmp_path / "rel.png").shape[2] == 3  # the reliability diagram of the fitted confidence
     # the chosen operating point is at least as good (F1) on these images as the one it replaced
     from facedet.evaluate import evaluate_detections, read_annotations
     from facedet.imageio import read_grey

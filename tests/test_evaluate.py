@@ -17,6 +17,7 @@ from facedet.evaluate import (
     listed_images,
     match_detections,
     plot_precision_recall,
+    plot_reliability,
     plot_roc,
     read_annotations,
     read_image_sizes,
@@ -417,6 +418,20 @@ def test_plot_roc_writes_the_curve(tmp_path):
     with pytest.raises(ValueError, match="fp_points"):
         plot_roc(r, tmp_path / "bad.png", fp_points=[-2])
     assert not (tmp_path / "roc.txt").exists() and not (tmp_path / "bad.png").exists()
+
+
+def test_plot_reliability_draws_the_bins(tmp_path):
+    rng = np.random.default_rng(0)
+    confidence = rng.random(2000)
+    is_face = rng.random(2000) < confidence  # calibrated by construction
+    img = read_rgb(plot_reliability(confidence, is_face, tmp_path / "rel.png"))
+    assert img.shape == (450, 500, 3) and img.std() > 10
+    # a confidence that says the opposite draws other bars
+    other = read_rgb(plot_reliability(1 - confidence, is_face, tmp_path / "other.png"))
+    assert np.abs(other.astype(int) - img).sum() > 0
+    with pytest.raises(ValueError, match="differ in length"):
+        plot_reliability(confidence, is_face[:-1], tmp_path / "bad.png")
+    assert not (tmp_path / "bad.png").exists()
 
 
 def test_face_free_images_of_mit_cmu_count_in_the_roc(data_dir):
