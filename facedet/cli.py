@@ -44,8 +44,6 @@ app = typer.Typer(add_completion=False, no_args_is_help=True,
 out = Console(soft_wrap=True)
 err = Console(stderr=True, soft_wrap=True)
 
-ANNOTATED = ".faces.png"  # suffix of the annotated images detect --out writes into a folder
-MAX_STDIN_BYTES = 2**30  # `detect -`: an image file on standard input is read whole, up to 1 GiB
 
 
 def _report(label, message):
@@ -540,10 +538,14 @@ def bootstrap(
 
 @app.command(epilog=exit_codes("an image", "model, folder or --out path"))
 def detect(
-    images: List[Path] = typer.Argument(..., readable=False, metavar="IMAGE",
-                                        help="Image files (PNG, JPEG, TIFF, ...; colour, grey, 16-bit or alpha), "
-                                             "video files, folders (every image file in them, subfolders "
-                                             "included), or - for one image file on standard input."),
+    images: Optional[List[Path]] = typer.Argument(None, readable=False, metavar="IMAGE",
+                                                  help="Image files (PNG, JPEG, TIFF, ...; colour, grey, 16-bit or "
+                                                       "alpha), video files, folders (every image file in them, "
+                                                       "subfolders included), patterns ('photos/**/*.jpg', quoted), "
+                                                       "URLs (s3://..., with fsspec), or - for one image file on "
+                                                       "standard input."),
+    from_list: Optional[Path] = typer.Option(None, "--from-list", help="Also read the files named in this text "
+                                                                      "file, one path or URL a line."),
     model: Optional[Path] = typer.Option(None, help="Model file (default: facedet/models/default_detector.npz, or "
                                                     "$FACEDET_MODEL)."),
     out_path: Optional[Path] = typer.Option(None, "--out", help="Write annotated images (boxes in green): a folder "
@@ -557,6 +559,18 @@ def detect(
                                                        "to 4 decimals; with --out also 'annotated', the image "
                                                        "written. An image that fails is listed as {image, error} "
                                                        "(also reported on stderr; the exit code is 1)."),
+    jsonl: Optional[str] = typer.Option(None, "--jsonl", metavar="OUT",
+                                        help="Write one JSON record a line to OUT (- for standard output) as each "
+                                             "image finishes, in any order: the records of --json, failed files "
+                                             "with 'error'. OUT must not exist unless --resume or --overwrite."),
+    resume: bool = typer.Option(False, "--resume", help="With --jsonl: skip the images OUT already has a record "
+                                                        "of, and append the others (a killed run goes on where "
+                                                        "it stopped)."),
+    scheduler: Optional[str] = typer.Option(None, help="Run on the Dask cluster of this scheduler "
+                                                       "(tcp://host:8786; default: $DASK_SCHEDULER_ADDRESS), whose "
+                                                       "workers read the same paths; needs the dask extra."),
+    workers: Optional[int] = typer.Option(None, min=1, help="Run on a local Dask cluster of this many processes "
+                                                           "(default: this process only); needs the dask extra."),
     threshold: Optional[float] = typer.Option(None, help="SVM decision value above which a window is a face "
                                                          "(default: the model's; higher: fewer, surer faces)."),
     min_confidence: Optional[float] = typer.Option(None, min=0.0, max=1.0,
@@ -590,17 +604,27 @@ def detect(
     """Find faces in images and videos: a table (or --json) of boxes in pixels, and annotated images (videos) with
     --out. A video file (.mp4, .mov, .avi, .mkv, .webm, ...) gives one record per frame searched, with its
     "frame" index and "time" in seconds."""
-    from .imageio import ImageError, is_video, video_fps, video_writer, write_image
+    import time
 
+    from .batch import ANNOTATED, connect, detect_files, done_images, expand_inputs
+    from .detector import default_model_path
+    from .evaluate import plural
+
+    if resume and jsonl is None:
+        _usage("--resume: give the --jsonl file to resume")
+    if jsonl is not None and as_json:
+        _usage("--json and --jsonl: choose one")
     det = _load_detector(model)
-    # a folder gives its image files, except our earlier annotated outputs in the --out folder (which may be
-    # the photos' folder itself, or inside it)
+    try:
+        names = expand_inputs([str(p) for p in images or []], from_list)
+    except (OSError, ValueError) as exc:
+        _usage(f"--from-list: {exc}" if from_list is not None and str(from_list) in str(exc) else str(exc))
+    # our earlier annotated outputs in the --out folder (which may be the photos' folder itself, or inside it)
+    # are not inputs
     skip = _real(out_path) if out_path is not None else None
-    images = [p for path in images for p in (_image_files(path, "IMAGE") if path.is_dir() else [path])
-              if not (path.is_dir() and skip is not None and p.name.endswith(ANNOTATED)
-                      and skip in _real(p).parents)]
-    if not images:
-        _usage("no image files in the given folders")
+    names = [n for n in names if not (skip is not None and n.endswith(ANNOTATED) and skip in _real(n).parents)]
+    if not names:
+        _usage("no image files given" if not images and from_list is None else "no image files in the given inputs")
     overrides = {k: v for k, v in (("threshold", threshold), ("min_size", min_size), ("max_size", max_size),
                                    ("min_neighbors", min_neighbors), ("scale_factor", scale_factor),
                                    ("stride", stride)) if v is not None}
@@ -613,60 +637,69 @@ def detect(
             _usage(_as_options(exc, [*overrides, "min_size"]))  # (the model's min_size bounds --max-size)
     if min_confidence is not None and det.platt is None:
         _usage("--min-confidence: the model has no confidence calibration (facedet calibrate); use --threshold")
-    targets = _annotation_targets(images, out_path)
-    _check_not_input(targets, "--out", {"IMAGE": images, "--model": model})
+    paths = [Path(n) if "://" not in n else None for n in names]
+    targets = _annotation_targets([p or Path(n) for p, n in zip(paths, names)], out_path)
+    _check_not_input(targets, "--out", {"IMAGE": [p for p in paths if p is not None], "--model": model})
     existing = [t for t in targets if t is not None and os.path.lexists(t)]
-    if existing and not overwrite:
+    if existing and not overwrite and not resume:
         more = f" (and {len(existing) - 1} more)" if len(existing) > 1 else ""
         _usage(f"--out: {existing[0]}{more} exists; --overwrite replaces annotated images, or give another --out")
-    def find(rgb):  # boxes and their confidences (None for an uncalibrated model), --min-confidence applied
-        boxes = det.detect(rgb, threads=threads)
-        conf = det.confidence(boxes[:, 4])
-        if min_confidence is not None:
-            boxes, conf = boxes[conf >= min_confidence], conf[conf >= min_confidence]
-        return boxes, {"width": int(rgb.shape[1]), "height": int(rgb.shape[0]),
-                             "faces": [_face_record(b, None if conf is None else conf[i]) for i, b in enumerate(boxes)]}
-
-    results, failed = [], 0
-    with _progress() as progress:
-        task = progress.add_task("detecting", total=len(images), info="")
-        for path, target in zip(images, targets):
-            progress.advance(task)
-            first = len(results)
-            try:  # a video: one record per frame; a failure mid-way keeps the frames before it
-                with contextlib.ExitStack() as stack:
-                    write = None
-                    for extra, rgb in _frames(path, every, max_pixels):
-                        boxes, record = find(rgb)
-                        results.append({"image": str(path), **extra, **record})
-                        if target is not None and extra:
-                            if write is None:
-                                target.parent.mkdir(parents=True, exist_ok=True)
-                                write = stack.enter_context(video_writer(target, video_fps(path) / every,
-                                                                         (rgb.shape[1], rgb.shape[0]),
-                                                                         overwrite=overwrite))
-                            write(draw_boxes(rgb, boxes, _labels(record) if labels else None))
-                            _interrupt.check()
-                if write is not None:  # each frame's record names the annotated video, as an image's does
-                    for r in results[first:]:
-                        r["annotated"] = str(target)
-            except (ImageError, ValueError, OSError) as exc:
-                message = _image_error(exc) if isinstance(exc, ImageError) else f"{path}: {exc}"
-                _report("failed", message)
-                results.append({"image": str(path), "error": message})
-                failed += 1
-                continue
-            if target is not None and not is_video(path):  # a failed write loses the picture, not the detections
-                _interrupt.check()
-                try:
-                    target.parent.mkdir(parents=True, exist_ok=True)
-                    write_image(target, draw_boxes(rgb, boxes, _labels(record) if labels else None),
-                                overwrite=overwrite)
-                    results[-1]["annotated"] = str(target)
-                except (ImageError, OSError) as exc:
-                    _report("failed", f"cannot write annotated image {target}: {getattr(exc, 'strerror', None) or exc}")
-                    failed += 1
-    if as_json:
+    jobs = list(zip(names, targets))
+    sink = None
+    if jsonl is not None and jsonl != "-":
+        try:
+            done = done_images(jsonl) if resume else set()
+        except (OSError, ValueError) as exc:
+            _usage(f"--jsonl: {exc}")
+        if not resume and os.path.lexists(jsonl) and not overwrite:
+            _usage(f"--jsonl {jsonl}: exists; --resume appends the images it lacks, --overwrite starts it again")
+        _check_not_input(Path(jsonl), "--jsonl", {"IMAGE": [p for p in paths if p is not None], "--model": model})
+        jobs = [(n, t) for n, t in jobs if n not in done]
+        try:
+            sink = open(jsonl, "a" if resume else "w", encoding="utf-8")
+        except OSError as exc:
+            _usage(f"--jsonl {jsonl}: {exc.strerror or exc}")
+    try:
+        client = connect(scheduler, workers)
+    except (ModuleNotFoundError, OSError, ValueError) as exc:
+        _usage(f"--scheduler/--workers: {exc}")
+    options = {"every": every, "max_pixels": max_pixels, "min_confidence": min_confidence, "labels": labels,
+               "overwrite": overwrite or resume, "raised_by": "--max-pixels",
+               "threads": threads if threads is not None or client is None else 1}
+    results, failed, n_images, start = [], 0, 0, time.perf_counter()
+    try:
+        with contextlib.ExitStack() as stack:
+            if sink is not None:
+                stack.enter_context(sink)
+            if client is not None:
+                stack.enter_context(client)
+            with _progress() as progress:
+                task = progress.add_task("detecting", total=len(jobs), info="")
+                for records, failures in detect_files(det, jobs, client=client, model=model or default_model_path(),
+                                                      params=overrides, **options):
+                    for message in failures:
+                        _report("failed", message)
+                    failed += len(failures)
+                    n_images += 1
+                    lines = "".join(json.dumps(r) + "\n" for r in records)
+                    if sink is not None:  # one write a file: a kill leaves whole records and at most one cut
+                        sink.write(lines)
+                        sink.flush()
+                    elif jsonl == "-":
+                        _print(lines, raw=True)
+                    else:
+                        results += records
+                    rate = n_images / max(time.perf_counter() - start, 1e-9)
+                    progress.update(task, advance=1, info=f"{failed} failed, {rate:.1f} images/s")
+    except OSError as exc:  # the --jsonl file could not take a record (disk full)
+        _report("error:", f"cannot write {jsonl}: {exc.strerror or exc}")
+        raise typer.Exit(1) from None
+    if jsonl is not None:
+        if sink is not None:
+            seconds = time.perf_counter() - start
+            err.print(Text(f"{plural(n_images, 'file')} ({failed} failed) in {seconds:.1f} s, "
+                           f"{n_images / max(seconds, 1e-9):.1f} a second; wrote {jsonl}"))
+    elif as_json:
         _print(json.dumps(results, indent=2) + "\n", raw=True)
     else:
         t = Table(title="faces")
@@ -682,37 +715,6 @@ def detect(
         for written in dict.fromkeys(r["annotated"] for r in results if "annotated" in r):
             _print(f"wrote {written}", markup=False, highlight=False)
     _exit(failed)
-
-
-def _labels(record):
-    """The labels of a record's faces on annotated images: the confidence in percent, else the score."""
-    return [f"{f['confidence']:.0%}" if "confidence" in f else f"{f['score']:.2f}" for f in record["faces"]]
-
-
-def _frames(path, every, max_pixels):
-    """(record fields, RGB frame): an image file's one frame (no fields), or each kept frame of a video
-    ("frame": index, "time": seconds, null if the file states no frame rate)."""
-    from .imageio import ImageError, is_video, read_rgb, read_video
-
-    if str(path) == "-":  # standard input, read whole (Pillow seeks) up to a bound: `< /dev/zero` must end
-        data = sys.stdin.buffer.read(MAX_STDIN_BYTES + 1)
-        if len(data) > MAX_STDIN_BYTES:
-            raise ImageError(f"-: standard input holds more than {MAX_STDIN_BYTES:,} bytes, not one image file")
-        yield {}, read_rgb(io.BytesIO(data), max_pixels=max_pixels)
-        return
-    if not is_video(path):
-        yield {}, read_rgb(path, max_pixels=max_pixels)
-        return
-    for index, seconds, rgb in read_video(path, every=every, max_pixels=max_pixels):
-        yield {"frame": index, "time": round(seconds, 3) if seconds == seconds else None}, rgb
-
-
-def _face_record(box, confidence):
-    """One face of detect --json: whole pixels, score and confidence (calibrated models only) to 4 decimals."""
-    face = {k: int(round(v)) for k, v in zip("xywh", box[:4])} | {"score": round(float(box[4]), 4)}
-    if confidence is not None:
-        face["confidence"] = round(float(confidence), 4)
-    return face
 
 
 def _annotated_set(images, annotations, split, model, max_pixels):
@@ -748,6 +750,7 @@ def _unlisted_images(images, annotations):
     """The image files in the folder ``images`` (subfolders included) that the CSV ``annotations`` lists under no
     split, as names relative to the folder: evaluate counts them as face-free. The annotated copies detect --out
     writes (<stem>.faces.png) are not among them: they show the faces of other images."""
+    from .batch import ANNOTATED
     from .evaluate import listed_images
     from .patches import image_files
 
@@ -779,6 +782,7 @@ def _annotation_targets(images, out_path):
     of <stem>.faces.png, with -2, -3, ... where stems repeat, so that no output overwrites another."""
     from PIL import Image
 
+    from .batch import ANNOTATED
     from .imageio import VIDEO_SUFFIXES, is_video
 
     if out_path is None:
@@ -821,27 +825,6 @@ def _annotation_targets(images, out_path):
         used.add(name)
         targets.append(out_path / name)
     return targets
-
-
-def draw_boxes(rgb, boxes, labels=None):
-    """A copy of an (H, W, 3) uint8 image with the boxes (k, >=4) xywh drawn in green, each with its label
-    (``labels``: k strings, or None) above it (inside the box where the top edge is too close to the border)."""
-    import cv2
-    import numpy as np
-
-    img = np.ascontiguousarray(rgb.copy())
-    t = max(1, round(min(img.shape[:2]) / 250))
-    scale = 0.4 * t
-    for k, (x, y, w, h) in enumerate(np.asarray(boxes)[:, :4].round().astype(int)):
-        cv2.rectangle(img, (int(x), int(y)), (int(x + w), int(y + h)), (0, 255, 0), t)
-        if labels is not None:
-            (tw, th), base = cv2.getTextSize(labels[k], cv2.FONT_HERSHEY_SIMPLEX, scale, t)
-            top = int(y) - th - base - t if y - th - base - t >= 0 else max(int(y), 0) + t
-            x0 = max(int(x), 0)
-            cv2.rectangle(img, (x0, top), (x0 + tw + 2 * t, top + th + base + t), (0, 255, 0), -1)
-            cv2.putText(img, labels[k], (x0 + t, top + th + t // 2), cv2.FONT_HERSHEY_SIMPLEX, scale, (0, 0, 0), t,
-                        cv2.LINE_AA)
-    return img
 
 
 @app.command(epilog=exit_codes("an annotated image", "model, folder, CSV, --fp-points, --plot or --roc path",

@@ -416,8 +416,8 @@ ROWS_MAX_BYTES = 1 << 30  # larger dense rows (n d n_basis x 8 bytes) stay CSR
 
 # Building the layouts: the kernels below read X's rows as CSR (indptr, indices, values) and write the solver's arrays
 # at their final size, one pass each and in parallel over rows. A dense X is read in place as the CSR of all its
-# entries with indices empty (feature j = q - indptr[i]): no CSR copy of X, no codes or u array per entry (fit peaked
-# at 5.4 times a dense X's bytes beyond X with them; see PmSVM's Notes for the bound).
+# entries with indices empty (feature j = q - indptr[i]): no CSR copy of X, no codes or u array per entry (with them
+# fit took up to 5 times a dense X's bytes beyond X; PmSVM's Notes state the bound).
 CHUNK_VALUES = 1 << 19  # positions x n_basis per block of the regression without a table: ~40 MB of numpy temporaries
 
 
@@ -994,6 +994,18 @@ class PmSVM(ClassifierMixin, BaseEstimator):
 
     Raises ValueError for negative, NaN or infinite features, p > 0, a single class, or bad
     hyperparameters; TypeError for non-numeric input.
+
+    Notes
+    -----
+    Memory bound: for a dense float64 X and the default n_anchors=3, fit holds at most about 3 X.nbytes beyond X
+    itself (tests/test_pmsvm.py holds it to 3 X.nbytes + 48 MiB in both layouts). The rows in the solvers' layout are
+    built in place from X and take 24 bytes per nonzero entry (CSR positions: feature, t, float32 s_j beta) or, when
+    at least ``DENSE_FROM`` (35%) of the entries are nonzero, 8 n_anchors bytes per entry of the n x d matrix (float32
+    rows of e and s_j beta, at most ``ROWS_MAX_BYTES``, 1 GiB). With another n_anchors the CSR positions take 8 bytes
+    per nonzero entry (16 beyond 2^31 of them), 8 + 16 n_anchors without a table (lut_bins=None). Add to this a copy
+    of X if it is not a C-contiguous float64 array (sparse input is always copied, as canonical CSR; the copy is
+    freed before the solver runs), O(n_models (n + d n_anchors)) floats for the labels, dual variables and weights,
+    and without a table about 40 MB of blocks in which e and beta are computed.
     """
 
     _state_arrays = ("coef_", "intercept_", "classes_", "n_iter_", "x_max_")
