@@ -8,6 +8,7 @@ images, :func:`calibrate_box` fits the window-to-face-box map, :func:`choose_thr
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -18,6 +19,7 @@ from svmcore.probability import fit_sigmoid
 
 from .detector import Detector, as_grey, check_params
 from .features import get_features
+from .imageio import read_grey
 from .merge import merge_detections
 from .patches import augment, check_both_classes, sample_windows
 from .preprocess import WINDOW
@@ -101,29 +103,56 @@ def train_detector(X, y, *, negative_images=(), augmentation=None, callback=None
     return Detector(clf, prefilter, **detector_params), F, labels
 
 
-def mine_negatives(detector, images, max_per_image=300, callback=None):
+def mine_negatives(detector, images, max_per_image=300, callback=None, client=None):
     """False positives of ``detector`` on face-free grey images.
 
     Every window above the threshold is a false positive. The scan stays on the stride grid (no ``refine``):
     off-grid false positives are near-copies of grid ones, and refining around the thousands of windows an
-    early-round detector accepts would make it a full stride-1 scan. ValueError/TypeError unless max_per_image is
-    an integer >= 0. Returns (windows (n, 19, 19) uint8: at most
-    ``max_per_image`` of the highest-scoring ones per image, so one texture cannot flood the training set;
-    false-positive windows per image (m,); false-positive detections per image after merging (m,)).
+    early-round detector accepts would make it a full stride-1 scan. ``images``: grey arrays, or paths (read
+    where they are scanned). ``client``: a ``distributed.Client`` whose workers scan the images (the detector
+    sent to each once; paths must be readable there); the result is the same as on this process.
+    ValueError/TypeError unless max_per_image is an integer >= 0. Returns (windows (n, 19, 19) uint8: at most
+    ``max_per_image`` of the highest-scoring ones per image, in image order, so one texture cannot flood the
+    training set; false-positive windows per image (m,); false-positive detections per image after merging (m,)).
     """
     # a negative count sliced off the lowest windows silently ([:-1]); a float one failed only after the first scan
     check_scalar(max_per_image, "max_per_image", lo=0, integer=True)
-    found, n_windows, n_dets = [], [], []
     detector = detector.with_params(refine=None)
-    for i, g in enumerate(images):
-        boxes, win = detector.scan_windows(g, return_windows=True)
-        n_windows.append(len(boxes))
-        n_dets.append(len(merge_detections(boxes, detector.merge_iou, detector.min_neighbors)))
-        found.append(win[np.argsort(-boxes[:, 4])[:max_per_image]])
+    if client is None:
+        results = (_mine_image(g, detector, max_per_image) for g in images)
+    else:
+        from distributed import as_completed
+
+        shared = client.scatter(detector, broadcast=True)
+        futures = client.map(_mine_image, images, detector=shared, max_per_image=max_per_image, pure=False)
+        done = {}
+
+        def in_order():  # results as they finish, handed on in image order
+            pending = as_completed(futures)
+            for i, future in enumerate(futures):
+                while future.key not in done:
+                    f = next(pending)
+                    done[f.key] = f.result()
+                    f.release()
+                yield done.pop(future.key)
+        results = in_order()
+    found, n_windows, n_dets = [], [], []
+    for i, (win, n_win, n_det) in enumerate(results):
+        found.append(win)
+        n_windows.append(n_win)
+        n_dets.append(n_det)
         if callback is not None:
-            callback({"event": "scan", "image": i + 1, "n_images": len(images), "false_positives": len(boxes)})
+            callback({"event": "scan", "image": i + 1, "n_images": len(images), "false_positives": n_win})
     windows = np.concatenate(found) if found else np.empty((0, 19, 19), np.uint8)
     return windows, np.array(n_windows, dtype=np.int64), np.array(n_dets, dtype=np.int64)
+
+
+def _mine_image(image, detector, max_per_image):
+    """(the image's max_per_image highest-scoring false-positive windows, windows above threshold, detections)."""
+    g = read_grey(image) if isinstance(image, (str, os.PathLike)) else image
+    boxes, win = detector.scan_windows(g, return_windows=True)
+    n_dets = len(merge_detections(boxes, detector.merge_iou, detector.min_neighbors))
+    return win[np.argsort(-boxes[:, 4])[:max_per_image]], len(boxes), n_dets
 
 
 def keeps_training_rows(classifier):
@@ -145,10 +174,11 @@ class Round:
 
 
 def bootstrap(detector, negative_images, rounds, *, features=None, labels=None, sample_weight=None,
-              max_per_image=300, evaluate=None, callback=None, svm_params=None):
+              max_per_image=300, evaluate=None, callback=None, svm_params=None, client=None):
     """Run ``rounds`` rounds of hard-negative mining from a trained detector.
 
-    negative_images: face-free grey (or RGB) arrays. features, labels: the classifier's training set (rows
+    negative_images: face-free grey (or RGB) arrays, or paths. client: a ``distributed.Client`` whose workers scan
+    them (:func:`mine_negatives`; the same negatives). features, labels: the classifier's training set (rows
     of the detector's window features, 1 = face); if None, an SVC's support vectors (the points that define
     it; Syed, Liu, Sung 1999) -- a PmSVM keeps no training rows, so it needs them. sample_weight: optional
     (n,) weights of those rows for the refits (row i's C is C * weight, SVC or PmSVM); mined rows get weight
@@ -162,7 +192,7 @@ def bootstrap(detector, negative_images, rounds, *, features=None, labels=None, 
     fit refuses (all before any scanning).
     """
     check_scalar(rounds, "rounds", lo=0, integer=True)
-    negative_images = [as_grey(g) for g in negative_images]
+    negative_images = [g if isinstance(g, (str, os.PathLike)) else as_grey(g) for g in negative_images]
     clf = detector.classifier
     if features is None:
         if labels is not None:
@@ -195,7 +225,7 @@ def bootstrap(detector, negative_images, rounds, *, features=None, labels=None, 
     type(clf)(**params)._check_params()  # (fit's own checks, before the first scan rather than after it)
     table = []
     for r in range(rounds + 1):
-        windows, n_windows, n_dets = mine_negatives(detector, negative_images, max_per_image, callback)
+        windows, n_windows, n_dets = mine_negatives(detector, negative_images, max_per_image, callback, client)
         n_support = getattr(detector.classifier, "support_", np.empty(0)).size
         table.append(Round(r, int((labels == 0).sum()), int(n_support), int(n_windows.sum()), int(n_dets.sum()),
                            evaluate(detector) if evaluate else {}))

@@ -450,6 +450,21 @@ def train(
     _exit(failed or nfail)
 
 
+_SCHEDULER_HELP = ("Run on the Dask cluster of this scheduler (tcp://host:8786; default: $DASK_SCHEDULER_ADDRESS), "
+                   "whose workers read the same paths; needs the dask extra.")
+_WORKERS_HELP = "Run on a local Dask cluster of this many processes (default: this process only); needs the dask extra."
+
+
+def _client(scheduler, workers):
+    """The Dask client of --scheduler/--workers (None: this process); a usage error if it cannot be had."""
+    from .batch import connect
+
+    try:
+        return connect(scheduler, workers)
+    except (ModuleNotFoundError, OSError, ValueError) as exc:
+        _usage(f"--scheduler/--workers: {exc}")
+
+
 _THREADS_HELP = ("Threads: pyramid levels scanned at once (default: $NUMBA_NUM_THREADS, else every core, at most "
                  "4; each holds a level's arrays); the boxes do not depend on it.")
 
@@ -481,6 +496,8 @@ def bootstrap(
     split: str = typer.Option("train", help="Split to read from --data."),
     max_per_image: int = typer.Option(300, min=1, help="At most this many false positives kept per image and "
                                                        "round."),
+    scheduler: Optional[str] = typer.Option(None, help=_SCHEDULER_HELP + " The negatives are scanned there."),
+    workers: Optional[int] = typer.Option(None, min=1, help=_WORKERS_HELP),
     max_pixels: int = _max_pixels_option(),
 ):
     """Bootstrap: add the false positives on face-free images to the non-faces and retrain, N rounds."""
@@ -519,9 +536,11 @@ def bootstrap(
                 progress.update(fit_task, visible=True,
                                 info=f"iteration {info['n_iter']}, KKT violation {info['kkt_violation']:.2e}")
 
+        client = _client(scheduler, workers)
         try:
-            det, _, _, table = run(det, [im for _, im in neg], rounds, features=features, labels=labels,
-                                   max_per_image=max_per_image, callback=callback)
+            with client if client is not None else contextlib.nullcontext():
+                det, _, _, table = run(det, [im for _, im in neg], rounds, features=features, labels=labels,
+                                       max_per_image=max_per_image, callback=callback, client=client)
         except (TypeError, ValueError) as exc:
             _usage(str(exc))
     _write(det.save, out_path)
@@ -566,11 +585,8 @@ def detect(
     resume: bool = typer.Option(False, "--resume", help="With --jsonl: skip the images OUT already has a record "
                                                         "of, and append the others (a killed run goes on where "
                                                         "it stopped)."),
-    scheduler: Optional[str] = typer.Option(None, help="Run on the Dask cluster of this scheduler "
-                                                       "(tcp://host:8786; default: $DASK_SCHEDULER_ADDRESS), whose "
-                                                       "workers read the same paths; needs the dask extra."),
-    workers: Optional[int] = typer.Option(None, min=1, help="Run on a local Dask cluster of this many processes "
-                                                           "(default: this process only); needs the dask extra."),
+    scheduler: Optional[str] = typer.Option(None, help=_SCHEDULER_HELP),
+    workers: Optional[int] = typer.Option(None, min=1, help=_WORKERS_HELP),
     threshold: Optional[float] = typer.Option(None, help="SVM decision value above which a window is a face "
                                                          "(default: the model's; higher: fewer, surer faces)."),
     min_confidence: Optional[float] = typer.Option(None, min=0.0, max=1.0,
@@ -606,7 +622,7 @@ def detect(
     "frame" index and "time" in seconds."""
     import time
 
-    from .batch import ANNOTATED, connect, detect_files, done_images, expand_inputs
+    from .batch import ANNOTATED, detect_files, done_images, expand_inputs
     from .detector import default_model_path
     from .evaluate import plural
 
@@ -659,10 +675,7 @@ def detect(
             sink = open(jsonl, "a" if resume else "w", encoding="utf-8")
         except OSError as exc:
             _usage(f"--jsonl {jsonl}: {exc.strerror or exc}")
-    try:
-        client = connect(scheduler, workers)
-    except (ModuleNotFoundError, OSError, ValueError) as exc:
-        _usage(f"--scheduler/--workers: {exc}")
+    client = _client(scheduler, workers)
     options = {"every": every, "max_pixels": max_pixels, "min_confidence": min_confidence, "labels": labels,
                "overwrite": overwrite or resume, "raised_by": "--max-pixels",
                "threads": threads if threads is not None or client is None else 1}

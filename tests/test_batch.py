@@ -7,6 +7,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
@@ -102,3 +103,24 @@ def test_jsonl_refuses_to_replace_and_resume_needs_it(photos, tmp_path):
         done_images(out)
     out.write_text('{"image": "x"}\n{"ima')
     assert done_images(out) == {"x"} and out.read_text() == '{"image": "x"}\n'
+
+
+def test_a_bootstrapping_round_on_dask_mines_the_same_negatives(data_dir):
+    """Hard-negative mining of the CBCL model (threshold lowered, so that every image gives false positives) on
+    face-free scenes: the windows a 2-worker cluster returns are the single-process ones, in image order."""
+    distributed = pytest.importorskip("distributed")
+    from conftest import CBCL_DETECTOR
+
+    from facedet.bootstrap import mine_negatives
+    from facedet.detector import Detector
+    from facedet.patches import image_files
+
+    det = Detector.load(CBCL_DETECTOR).with_params(threshold=-1.0)
+    paths = image_files(data_dir / "nonface_scenes" / "wu_rare_event")[:6]
+    local = mine_negatives(det, paths, max_per_image=50)
+    assert len(local[0]) > 50 and (local[1] > 0).sum() >= 4
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                                  dashboard_address=None) as cluster, distributed.Client(cluster) as client:
+        remote = mine_negatives(det, [str(p) for p in paths], max_per_image=50, client=client)
+    for a, b in zip(local, remote):
+        np.testing.assert_array_equal(a, b)
