@@ -71,8 +71,12 @@ def test_default_model_on_a_scene(data_dir):
     scenes = data_dir / "scenes_annotated_dlib_voc"
     truth, _ = read_annotations(scenes / "boxes.csv", split="test")["2008_002470.jpg"]
     boxes = det.detect(read_grey(scenes / "images" / "2008_002470.jpg"))
-    hits = (iou(boxes[:, :4], truth) >= 0.5).any(axis=0)
-    assert hits.sum() == 6 and len(boxes) == 6  # the shipped model finds all 6 faces here and nothing else
+    overlap = iou(boxes[:, :4], truth) >= 0.5
+    assert overlap.any(axis=0).sum() == 6  # the shipped model finds all 6 faces here
+    # and ranks them first: its one false positive (a 21-px box at the operating point chosen on Web Faces
+    # val) scores below every face
+    is_face = overlap.any(axis=1)
+    assert len(boxes) <= 7 and boxes[~is_face, 4].max(initial=-np.inf) < boxes[is_face, 4].min()
     assert (np.diff(boxes[:, 4]) <= 0).all()  # best first
 
 
