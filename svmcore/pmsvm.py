@@ -532,9 +532,9 @@ def _fill_dense_rows(indptr, indices, values, unit, ev, beta, lut_bins, rows_e, 
 
 def _row_blocks(ptr, size):
     """Row ranges [r0, r1) covering ptr's rows (ptr: row pointers), each of about ``size`` positions (at least half,
-    at most 1.5 size and a row); all rows in one if there are fewer than 2 size. Blocks of at least size / 2 keep
-    BLAS's matrix product in its many-row path, which computes each row to the same bits as for all positions at
-    once (a single row would take another path)."""
+    at most 1.5 size and a row); all rows in one if there are fewer than 2 size. With at least size / 2 positions a
+    block's product m @ pinv(E).T in regression_weights stays a matrix product, which gives each position the bits of
+    the product over all positions at once (a single position would be BLAS's vector product, to other bits)."""
     n, total = len(ptr) - 1, int(ptr[-1])
     if total < 2 * size:
         return [(0, n)]

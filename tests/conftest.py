@@ -93,3 +93,28 @@ def rasterise():
         return m
 
     return raster
+
+
+def peak_growth(setup: str, measured: str) -> tuple[int, str]:
+    """Run the Python code ``setup``, then ``measured``, in a fresh interpreter; return (bytes by which the peak
+    resident memory during ``measured`` exceeds the resident memory before it, what ``measured`` printed). The peak
+    is VmHWM of /proc/self/status, reset before ``measured``: ru_maxrss keeps the parent's peak across exec
+    (pytest's, with the other tests' data). Linux only."""
+    import subprocess
+    import sys
+    import textwrap
+
+    script = "\n".join([
+        textwrap.dedent(setup),
+        "def _kib(field):",
+        "    with open('/proc/self/status') as f:",
+        "        return int(dict(line.split(':', 1) for line in f)[field].split()[0])",
+        "_before = _kib('VmRSS')",
+        "with open('/proc/self/clear_refs', 'w') as f:",
+        "    f.write('5')  # VmHWM := VmRSS",
+        textwrap.dedent(measured),
+        "import sys as _sys",
+        "_sys.stderr.write(f'\\npeak growth {(_kib(\"VmHWM\") - _before) * 1024}\\n')"])
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    return int(r.stderr.rsplit("peak growth ", 1)[1]), r.stdout

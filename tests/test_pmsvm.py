@@ -1,9 +1,6 @@
 """PmSVM (Wu, TNNLS 2015): kernels, the Eq. (40) approximation, the solvers against independent references,
 lookup-table scoring, persistence and input errors. Real data subsets (USPS, pendigits, CBCL HOG)."""
 import os
-import subprocess
-import sys
-import textwrap
 import warnings
 
 import cv2
@@ -15,6 +12,7 @@ from sklearn.metrics.pairwise import additive_chi2_kernel
 from sklearn.svm import LinearSVC
 
 import svmcore
+from conftest import peak_growth
 from svmcore import SVC
 from svmcore.pmsvm import (PmSVM, approx_kernel, approximation_error, explanatory_variables, lut_decision,
                            pmsvm_anchors, power_mean, power_mean_kernel, regression_weights)
@@ -793,16 +791,11 @@ def test_fit_memory_is_bounded_by_a_multiple_of_the_input(layout):
     # 3 X.nbytes (the solver's rows, built in place) plus an allowance for the per-sample arrays and the allocator.
     # X of 153 MiB is mostly nonzero: fit takes the dense rows; ROWS_MAX_BYTES = 0 forces the CSR positions, the layout
     # of 5 x 10^7 features (issue 39). Building them through a CSR copy of X, codes and indices per entry took 4 and
-    # 5.1 X.nbytes. Measured in a fresh interpreter whose kernels were loaded by small fits first; the peak is VmHWM,
-    # not ru_maxrss, which keeps the parent's peak across exec (pytest's, with the other tests' data).
-    script = textwrap.dedent(f"""
+    # 5.1 X.nbytes. Measured in a fresh interpreter whose kernels were loaded by small fits first.
+    setup = f"""
         import warnings
         import numpy as np
         import svmcore.pmsvm as pmsvm
-
-        def kib(field):
-            with open("/proc/self/status") as f:
-                return int(dict(line.split(":", 1) for line in f)[field].split()[0])
 
         warnings.simplefilter("ignore")  # max_iter=2: the memory does not depend on the epochs
         rng = np.random.default_rng(0)
@@ -814,16 +807,7 @@ def test_fit_memory_is_bounded_by_a_multiple_of_the_input(layout):
             pmsvm.ROWS_MAX_BYTES = 0
         X = rng.random((20000, 1000))
         y = X[:, 0] > 0.5
-        before = kib("VmRSS")
-        try:
-            with open("/proc/self/clear_refs", "w") as f:
-                f.write("5")  # VmHWM := VmRSS: the peak of fit alone, not of the kernels' loading
-        except OSError:
-            pass
-        pmsvm.PmSVM(max_iter=2, random_state=0).fit(X, y)
-        print((kib("VmHWM") - before) * 1024, X.nbytes)
-    """)
-    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stderr
-    growth, nbytes = map(int, r.stdout.split())
+    """
+    growth, out = peak_growth(setup, "pmsvm.PmSVM(max_iter=2, random_state=0).fit(X, y)\nprint(X.nbytes)")
+    nbytes = int(out)
     assert growth <= 3 * nbytes + 48 * 2**20, f"fit's peak grew by {growth / nbytes:.2f} X.nbytes"
