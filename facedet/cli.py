@@ -45,7 +45,6 @@ out = Console(soft_wrap=True)
 err = Console(stderr=True, soft_wrap=True)
 
 
-
 def _report(label, message):
     err.print(Text.assemble((label, "red"), " ", str(message)))
 
@@ -84,8 +83,8 @@ def _real(path) -> Path:
 
 def _check_not_input(paths, option: str, inputs: dict):
     """Usage error (exit 2) if writing a path of ``paths`` (one or a list; None entries skipped) would replace an
-    input, or put a file of an image suffix into an input folder. ``inputs`` maps an option to the file or folder it names, or to a list of files (None: not given);
-    the image files in a folder are its inputs."""
+    input, or put a file of an image suffix into an input folder. ``inputs`` maps an option to the file or folder
+    it names, or to a list of files (None: not given); the image files in a folder are its inputs."""
     from .patches import IMAGE_SUFFIXES
 
     files, folders = {}, {}
@@ -595,7 +594,7 @@ def detect(
                                                         "model's calibration photos (needs a calibrated model)."),
     min_size: Optional[float] = typer.Option(None, help="Smallest face side in pixels (default: the model's). "
                                                         "Smaller values act as the smallest face a 19x19 window "
-                                                        "upsampled 4x covers (7.5 px for the shipped model)."),
+                                                        "upsampled 4x covers (6.2 px for the shipped model)."),
     max_size: Optional[float] = typer.Option(None, help="Largest face side in pixels (default: the model's, "
                                                         "usually the whole image; smaller: fewer scales, faster)."),
     min_neighbors: Optional[int] = typer.Option(None, help="Drop detections merged from fewer windows, >= 1 "
@@ -626,7 +625,7 @@ def detect(
     from .detector import default_model_path
     from .evaluate import plural
 
-    if resume and jsonl is None:
+    if resume and (jsonl is None or jsonl == "-"):
         _usage("--resume: give the --jsonl file to resume")
     if jsonl is not None and as_json:
         _usage("--json and --jsonl: choose one")
@@ -663,13 +662,13 @@ def detect(
     jobs = list(zip(names, targets))
     sink = None
     if jsonl is not None and jsonl != "-":
+        _check_not_input(Path(jsonl), "--jsonl", {"IMAGE": [p for p in paths if p is not None], "--model": model})
+        if not resume and os.path.lexists(jsonl) and not overwrite:
+            _usage(f"--jsonl {jsonl}: exists; --resume appends the images it lacks, --overwrite starts it again")
         try:
             done = done_images(jsonl) if resume else set()
         except (OSError, ValueError) as exc:
             _usage(f"--jsonl: {exc}")
-        if not resume and os.path.lexists(jsonl) and not overwrite:
-            _usage(f"--jsonl {jsonl}: exists; --resume appends the images it lacks, --overwrite starts it again")
-        _check_not_input(Path(jsonl), "--jsonl", {"IMAGE": [p for p in paths if p is not None], "--model": model})
         jobs = [(n, t) for n, t in jobs if n not in done]
         try:
             sink = open(jsonl, "a" if resume else "w", encoding="utf-8")
