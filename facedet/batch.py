@@ -21,10 +21,11 @@ from pathlib import Path
 
 import numpy as np
 
+from svmcore.persistence import regular_file_size
+
 from . import _interrupt
 from .imageio import (MAX_CSV_BYTES, MAX_PIXELS, ImageError, ImageTooLarge, is_video, read_rgb, read_video,
                       video_fps, video_writer, write_image)
-from svmcore.persistence import regular_file_size
 
 ANNOTATED = ".faces.png"  # suffix of the annotated images detect --out writes into a folder
 MAX_STDIN_BYTES = 2**30  # "-": an image file on standard input is read whole, up to 1 GiB

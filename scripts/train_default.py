@@ -90,7 +90,8 @@ def main():
                     help="skip the training: calibrate the detector of a round saved by an earlier run "
                          "(OUT.round<r>.npz, written after every round) and write OUT")
     ap.add_argument("--reliability", type=Path, metavar="PNG",
-                    help="also draw the confidence's reliability diagram on the calibration images to this file")
+                    help="also draw the confidence's reliability diagram on the calibration images to this file "
+                         "(default: none)")
     ap.add_argument("--check", type=Path, metavar="MODEL",
                     help="compare the result with this model file (arrays and header, not the training time; "
                          "then the detections): exit 0 identical, 3 the same detections only, 1 different")
