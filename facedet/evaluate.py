@@ -60,10 +60,7 @@ def read_annotations(csv_path, split=None) -> dict[str, tuple[np.ndarray, np.nda
     box listed twice for the same image (it would count as two faces), or a ``split`` that the file does not
     have.
     """
-    return _read_annotations(Path(csv_path), split)
-
-
-def _read_annotations(path, split):
+    path = Path(csv_path)
     rows: dict[str, list] = {}
     seen: dict[tuple, int] = {}
     with open_csv(path, "annotation CSV") as reader:
