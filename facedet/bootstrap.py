@@ -120,22 +120,10 @@ def mine_negatives(detector, images, max_per_image=300, callback=None, client=No
     detector = detector.with_params(refine=None)
     if client is None:
         results = (_mine_image(g, detector, max_per_image) for g in images)
-    else:
-        from distributed import as_completed
-
+    else:  # the futures run at once on the workers; their results are taken in image order
         shared = client.scatter(detector, broadcast=True)
         futures = client.map(_mine_image, images, detector=shared, max_per_image=max_per_image, pure=False)
-        done = {}
-
-        def in_order():  # results as they finish, handed on in image order
-            pending = as_completed(futures)
-            for i, future in enumerate(futures):
-                while future.key not in done:
-                    f = next(pending)
-                    done[f.key] = f.result()
-                    f.release()
-                yield done.pop(future.key)
-        results = in_order()
+        results = (future.result() for future in futures)
     found, n_windows, n_dets = [], [], []
     for i, (win, n_win, n_det) in enumerate(results):
         found.append(win)

@@ -652,9 +652,9 @@ def detect(
             _usage(_as_options(exc, [*overrides, "min_size"]))  # (the model's min_size bounds --max-size)
     if min_confidence is not None and det.platt is None:
         _usage("--min-confidence: the model has no confidence calibration (facedet calibrate); use --threshold")
-    paths = [Path(n) if "://" not in n else None for n in names]
-    targets = _annotation_targets([p or Path(n) for p, n in zip(paths, names)], out_path)
-    _check_not_input(targets, "--out", {"IMAGE": [p for p in paths if p is not None], "--model": model})
+    local = [Path(n) for n in names if "://" not in n]  # (URLs are no files here to protect)
+    targets = _annotation_targets([Path(n) for n in names], out_path)
+    _check_not_input(targets, "--out", {"IMAGE": local, "--model": model})
     existing = [t for t in targets if t is not None and os.path.lexists(t)]
     if existing and not overwrite and not resume:
         more = f" (and {len(existing) - 1} more)" if len(existing) > 1 else ""
@@ -662,7 +662,7 @@ def detect(
     jobs = list(zip(names, targets))
     sink = None
     if jsonl is not None and jsonl != "-":
-        _check_not_input(Path(jsonl), "--jsonl", {"IMAGE": [p for p in paths if p is not None], "--model": model})
+        _check_not_input(Path(jsonl), "--jsonl", {"IMAGE": local, "--model": model})
         if not resume and os.path.lexists(jsonl) and not overwrite:
             _usage(f"--jsonl {jsonl}: exists; --resume appends the images it lacks, --overwrite starts it again")
         try:

@@ -241,7 +241,8 @@ class NpzReader:
     claims 10**12 values in a 110 KB file), a stored member larger than the archive, or a compressed member over
     ``MAX_SMALL_MEMBER`` bytes that expands more than ``MAX_EXPANSION`` times (a deflate bomb). :meth:`read` then
     takes the member's declared size, at most ``MAX_EXPANSION`` times its compressed size (or ``MAX_SMALL_MEMBER``):
-    callers check names, shapes and dtypes (:attr:`members`: name -> (shape, dtype)) before they read. FileNotFoundError if ``path`` does not exist.
+    callers check names, shapes and dtypes (:attr:`members`: name -> (shape, dtype)) before they read.
+    FileNotFoundError if ``path`` does not exist.
 
     Parameters
     ----------
@@ -334,8 +335,8 @@ def read_archive(path, expected_format: str, array_names=None, what: str = "mode
 
     The JSON header is read first; ``array_names(header)``, if given, returns the names of the arrays such a
     file may hold (raising ValueError for a bad header), and an archive holding others is refused before any array
-    is read; ``what`` names such a file in the messages of these two checks. Raises FileNotFoundError if ``path`` does not exist and ValueError if it is not such an archive
-    (:class:`NpzReader`'s policy; no header, a header over ``MAX_HEADER_BYTES`` or not JSON, another format, a
+    is read; ``what`` names such a file in the messages of these two checks. Raises FileNotFoundError if ``path``
+    does not exist and ValueError if it is not such an archive (:class:`NpzReader`'s policy; no header, a header over ``MAX_HEADER_BYTES`` or not JSON, another format, a
     newer format version, unknown arrays).
     """
     with NpzReader(path, "model file") as npz:
@@ -396,7 +397,8 @@ def load(path):
         return registered_class(header.get("class"))._file_arrays()
 
     header, arrays = read_archive(path, "svmcore-model", array_names, "svmcore model")
-    cls, name = _REGISTRY[header["class"]], header["class"]
+    name = header["class"]
+    cls = registered_class(name)
     params = header.get("params")
     meta = header.get("meta")
     if not isinstance(params, dict) or not isinstance(meta, dict):
