@@ -158,7 +158,7 @@ class Detector:
         self._features = get_features(features)
         self.features = features
         self._scorer = make_scorer(classifier)
-        n_in, n_out = _n_features(classifier), self._features(np.zeros((1, WINDOW, WINDOW))).shape[1]
+        n_in, n_out = _n_features(classifier), self._features(np.zeros((1, WINDOW, WINDOW), np.uint8)).shape[1]
         if n_in is not None and n_in != n_out:
             raise ValueError(f"classifier: takes {n_in} features, but features={features!r} gives {n_out}")
         self.classifier = classifier

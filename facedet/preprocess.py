@@ -9,12 +9,13 @@ batched functions over ``(n, 19, 19)`` arrays:
     the planes of a whole batch are one matrix product;
 (c) histogram equalization over the unmasked pixels: the residuals are rounded to whole grey levels and
     each pixel is replaced by its rank (pixels of one level share their mid-rank) among the window's
-    pixels, scaled to [-1, 1]: the window's empirical CDF, by a counting sort (numba, parallel over windows).
+    pixels, scaled to [-1, 1]: the window's empirical CDF, by a counting sort (numba, threads over windows).
 """
 from __future__ import annotations
 
 import numba as nb
 import numpy as np
+from svmcore._parallel import thread_map
 
 WINDOW = 19
 
@@ -171,29 +172,45 @@ def _equalize_levels(q, out):
             _rank_levels(q[i], out[i], count, value)
 
 
-@nb.njit(cache=True, parallel=True, nogil=True)
+@nb.njit(cache=True, nogil=True)
 def _plane_equalize(w, idx, D, P, out):
     # mask, plane subtraction, rounding and equalization of each window in one pass (no (n, p) temporaries);
-    # the same arithmetic as apply_mask + subtract_plane + rint + equalize
+    # the same arithmetic as apply_mask + subtract_plane + rint + equalize. Serial and nogil, run on threads by
+    # preprocess: a parallel kernel takes three times as long to compile, and the scan already runs its levels
+    # on threads
     n = w.shape[0]
     p = len(idx)
-    for t in nb.prange((n + _CHUNK - 1) // _CHUNK):
-        x = np.empty(p)
-        q = np.empty(p, np.int64)
-        count = np.empty(1024, np.int64)
-        value = np.empty(1024)
-        for i in range(t * _CHUNK, min(n, (t + 1) * _CHUNK)):
-            c0 = 0.0
-            c1 = 0.0
-            c2 = 0.0
-            for j in range(p):
-                x[j] = w[i, idx[j]]
-                c0 += x[j] * P[0, j]
-                c1 += x[j] * P[1, j]
-                c2 += x[j] * P[2, j]
-            for j in range(p):
-                q[j] = int(np.rint(x[j] - (c0 * D[j, 0] + c1 * D[j, 1] + c2 * D[j, 2])))
-            _rank_levels(q, out[i], count, value)
+    x = np.empty(p)
+    q = np.empty(p, np.int64)
+    count = np.empty(1024, np.int64)
+    value = np.empty(1024)
+    for i in range(n):
+        c0 = 0.0
+        c1 = 0.0
+        c2 = 0.0
+        for j in range(p):
+            x[j] = w[i, idx[j]]
+            c0 += x[j] * P[0, j]
+            c1 += x[j] * P[1, j]
+            c2 += x[j] * P[2, j]
+        for j in range(p):
+            q[j] = int(np.rint(x[j] - (c0 * D[j, 0] + c1 * D[j, 1] + c2 * D[j, 2])))
+        _rank_levels(q, out[i], count, value)
+
+
+_THREAD_ROWS = 16384  # windows per thread at least: below that, starting threads costs more than it saves
+
+
+def _plane_equalize_threaded(w, out):
+    """_plane_equalize over contiguous row blocks on numba's thread count (1 inside the scan's level threads)."""
+    parts = min(nb.get_num_threads(), len(w) // _THREAD_ROWS)
+    if parts <= 1:
+        _plane_equalize(w, _IDX_MASKED, _D_MASKED, _PINV_MASKED, out)
+        return
+    bounds = np.linspace(0, len(w), parts + 1).astype(np.int64)
+    with thread_map(parts) as run:
+        run(lambda k: _plane_equalize(w[bounds[k]:bounds[k + 1]], _IDX_MASKED, _D_MASKED, _PINV_MASKED,
+                                      out[bounds[k]:bounds[k + 1]]), range(parts))
 
 
 def equalize(pixels):
@@ -242,8 +259,7 @@ def preprocess(windows, *, mask=True, plane=True, equalize_hist=True):
             w = w.astype(np.float64)
         out = np.empty((len(w), N_MASKED))
         if len(w):
-            _plane_equalize(np.ascontiguousarray(w).reshape(len(w), WINDOW * WINDOW), _IDX_MASKED,
-                            _D_MASKED, _PINV_MASKED, out)
+            _plane_equalize_threaded(np.ascontiguousarray(w).reshape(len(w), WINDOW * WINDOW), out)
         return out
     x = apply_mask(w, mask)
     if plane:

@@ -98,10 +98,11 @@ def _stage0(L, corr, stride, flat_below):
     for i in range(ny):
         y0 = i * stride
         if y0 - top >= WINDOW:  # the first grid row, or a stride of 19 or more: no row stays in the band
-            c1[:] = 0.0
-            c2[:] = 0.0
-            cx[:] = 0.0
-            cy[:] = 0.0
+            for x in range(w):  # loops, not slice fills: a second faster to compile
+                c1[x] = 0.0
+                c2[x] = 0.0
+                cx[x] = 0.0
+                cy[x] = 0.0
             for y in range(y0, y0 + WINDOW):
                 _band_row(L, y, 1.0, c1, c2, cx, cy)
         else:
@@ -127,7 +128,7 @@ def _stage0(L, corr, stride, flat_below):
     return score, norm
 
 
-@nb.njit(cache=True, nogil=True, inline="always")
+@nb.njit(cache=True, nogil=True)
 def _band_row(L, y, sign, c1, c2, cx, cy):
     """Add (sign 1) or remove (-1) row y of L to the band's column sums of p, p^2, x p and y p."""
     for x in range(L.shape[1]):
@@ -250,32 +251,16 @@ def _grid_band(level, stride, prefilter, Wk):
     score0, norm = prefilter_map(L, prefilter, stride)
     # stage 1 screened densely like stage 0 (one correlation), then decided exactly on the windows within
     # _MARGIN of passing it: the screen only drops windows far below its threshold
-    corr1 = cv2.matchTemplate(L, Wk[0].reshape(WINDOW, WINDOW), cv2.TM_CCORR) if len(Wk) else score0[:0, :0]
-    ys, xs, norm = _screen(score0, norm, corr1, stride, prefilter.threshold,
-                           prefilter.thresholds[1] - _MARGIN if len(Wk) else -np.inf)
+    keep = score0 > prefilter.threshold
+    if len(Wk):
+        corr1 = cv2.matchTemplate(L, Wk[0].reshape(WINDOW, WINDOW), cv2.TM_CCORR)[::stride, ::stride]
+        keep &= corr1.astype(np.float64) > (prefilter.thresholds[1] - _MARGIN) * norm
+    i, j = np.nonzero(keep)  # row-major
+    ys, xs, norm = i * stride, j * stride, norm[i, j]
     if len(Wk):
         ok = later_stages(L, ys, xs, norm, Wk, prefilter.thresholds[1:])
         ys, xs = ys[ok], xs[ok]
     return ys, xs
-
-
-@nb.njit(cache=True, nogil=True)
-def _screen(score0, norm, corr1, stride, t0, t1):
-    # top-left corners (row-major) and norms of the windows above t0 on stage 0 whose stage-1 correlation
-    # (if corr1 has any) exceeds t1 times the norm
-    ny, nx = score0.shape
-    ys = np.empty(ny * nx, np.int64)
-    xs = np.empty(ny * nx, np.int64)
-    out = np.empty(ny * nx)
-    k = 0
-    for i in range(ny):
-        for j in range(nx):
-            if score0[i, j] > t0 and (corr1.size == 0 or np.float64(corr1[i * stride, j * stride]) > t1 * norm[i, j]):
-                ys[k] = i * stride
-                xs[k] = j * stride
-                out[k] = norm[i, j]
-                k += 1
-    return ys[:k], xs[:k], out[:k]
 
 
 def _score_at(level, ys, xs, scorer, features, prefilter, floor):

@@ -41,20 +41,24 @@ def blas_single_thread():
                 _limit.restore_original_limits()
 
 
-@nb.njit(parallel=True, cache=True)
-def _parallel_probe(n):
-    total = 0
-    for i in nb.prange(n):
-        total += i
-    return total
-
-
 @lru_cache(maxsize=None)  # numba picks its layer once per process
 def threadsafe_numba():
     """Whether numba's threading layer (chosen at the first parallel kernel) takes parallel kernels from several
     threads at once: tbb and omp do, workqueue does not (it aborts the process)."""
-    _parallel_probe(2)
+    try:  # the layer is chosen by numba's thread launch, which a first parallel kernel would call after compiling
+        from numba.np.ufunc.parallel import _launch_threads
+    except ImportError:  # another numba: launch through a kernel (0.7 s to compile)
+        nb.njit(parallel=True)(_parallel_sum)(2)
+    else:
+        _launch_threads()
     return nb.threading_layer() != "workqueue"
+
+
+def _parallel_sum(n):
+    total = 0
+    for i in nb.prange(n):
+        total += i
+    return total
 
 
 def check_threads(threads, name="threads", all_cores=False):

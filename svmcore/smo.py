@@ -84,19 +84,6 @@ def _push(vals, ids, count, h, v, t):
 
 
 @nb.njit(cache=True, nogil=True)
-def _sorted_unique(a):
-    """np.unique(a) for a 1-D int array: sorted, each value once; numba's np.unique builds a list (~0.5 us a call,
-    once an iteration: a tenth of a 6-variable solve)."""
-    b = np.sort(a)
-    k = 0
-    for t in range(b.shape[0]):
-        if k == 0 or b[t] != b[k - 1]:
-            b[k] = b[t]
-            k += 1
-    return b[:k]
-
-
-@nb.njit(cache=True, nogil=True)
 def violation_extremes(G, alpha, y, C, active):
     """(i, m, M): i = argmax over I_up of -y_i G_i, m its value, M = min over I_low (Keerthi et al.)."""
     m = -np.inf
@@ -128,12 +115,13 @@ def first_order_candidates(G, alpha, y, C, active, m, M, h):
             n_up = _push(up_v, up_i, n_up, h2, v, t)
         if v < m and _in_low(alpha[t], y[t], C[t]):
             n_low = _push(low_v, low_i, n_low, h2, -v, t)
-    return _sorted_unique(np.concatenate((up_i[:n_up], low_i[:n_low])))
+    b = np.concatenate((up_i[:n_up], low_i[:n_low]))
+    return b[:_sort_unique_into(b, b.shape[0])]  # at most 2 h/2 ids: numba's np.sort takes 3 s to compile
 
 
 @nb.njit(cache=True, nogil=True)
 def _sort_unique_into(b, k):
-    """Sort b[:k] in place (insertion sort: k <= q, a few dozen) and drop repeats; returns the count kept."""
+    """Sort b[:k] in place (insertion sort: k a few dozen) and drop repeats; returns the count kept."""
     for t in range(1, k):
         v = b[t]
         u = t
