@@ -57,7 +57,7 @@ from svmcore.persistence import atomic_write, move_into_place, regular_file_size
 # 50 megapixels: above every common camera's default output (a 48-MP phone sensor saves 12-MP files by
 # default), not above a 61-MP full-frame or 102-MP medium-format camera or a phone's 108/200-MP mode, whose
 # users raise it (max_pixels=, --max-pixels). Scanning screens large pyramid levels in bands: a 48-MP image
-# peaks at ~0.4 GB of arrays and a 12-MP one at ~0.3 GB (tracemalloc, shipped model, 2026-11-22).
+# peaks at ~0.4 GB of arrays and a 12-MP one at ~0.3 GB (tracemalloc, shipped model).
 MAX_PIXELS = 50_000_000
 
 _ALPHA_MODES = {"LA", "La", "PA", "RGBA", "RGBa"}

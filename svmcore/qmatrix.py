@@ -129,7 +129,7 @@ def in_memory_pays(n, request, cache_mb, dtype):
     are the same numbers in any block (CSR products, cuts of a Gram, precomputed) the iterates are those of the
     column-by-column solve to the bit; dense rows' BLAS products round an entry by the block's shape, so there
     they agree to the rounding of the products. Letter, 3,000 rows in 26 classes (pairs of ~230 rows, dense): 0.87x
-    the fit's time of the column fetches (2026-11-27)."""
+    the fit's time of the column fetches."""
     return n <= max(IN_MEMORY_ROWS, request) and cache_holds(n, cache_mb, dtype)
 
 
@@ -142,7 +142,7 @@ def float32_columns_suffice(C_max, diag_max, tol, rel_error=None):
     1.2e-7); from ``tol`` on, the solver would certify a violation it cannot see. Then the columns are float64
     (:meth:`KernelQ.float64`, :meth:`PrecomputedQ.float64`). In a sweep of 284 real-data fits (USPS, CBCL,
     pendigits; 300 rows; linear and poly; C 0.1-1e5) this rule took all 11 fits whose true KKT violation
-    exceeded 2 tol, and 104 others (2026-11-27; /work/lead/s25/f64cols.py).
+    exceeded 2 tol, and 104 others.
 
     ``rel_error``: the columns' relative error where it exceeds float32 storage's (None: eps32), the Q-matrix's
     ``column_rel_error``: rbf columns from float32 products err by up to about 2 gamma max ||x - mean||^2 eps32
@@ -156,7 +156,7 @@ def float32_columns_suffice(C_max, diag_max, tol, rel_error=None):
 # LIBSVM's): a float32 <a, b> errs by about 1e-7 sqrt(d) |a| |b|, which C times the kernel's size turns into
 # gradient errors above tol, and the rows of one column differ with the sgemm block they came from. On 300-row
 # CBCL pixel problems (poly 2-3, C 1e2-1e5) the true KKT violation reached 60 tol and the objective 2e-4 off;
-# a USPS poly-3 fit at C ~ 1e4 ended at a tenth of the optimum, all reported converged (2026-11-27).
+# a USPS poly-3 fit at C ~ 1e4 ended at a tenth of the optimum, all reported converged.
 RBF_FLOAT32_MAX = 100.0
 
 
@@ -218,7 +218,7 @@ class KernelQ:
         # a float32 <a, b> errs by about eps32 |a| |b|, which moves rbf's exponent by up to 2 gamma eps32 max_i
         # ||x_i||^2 (|K_ij| <= 1): the columns' relative error, for smo.solve's float32_columns_suffice. CBCL, 800 rows,
         # gamma 0.05 (gamma max ||x||^2 = 4.4), C 1e3-8e3: columns up to 3.3e-6 off (float32 storage: 3e-8) and a true
-        # KKT violation of 2-3.8 tol reported below tol (2026-11-27)
+        # KKT violation of 2-3.8 tol reported below tol
         self.column_rel_error = EPS32 if exact else EPS32 * max(1.0, 2.0 * spec.gamma * float(self.sq.max(initial=0.0)))
         self._active_key = None  # the row set _X_active was cut for
 

@@ -484,7 +484,7 @@ def _gram_pays(X, spec, n_classes, cache_mb, probability):
     than once, and small pairs compute all their columns anyway). Dense rows, rbf or poly (whose pairs need no
     centre of their own, as linear's rho does): where the pairs are computed whole, at most IN_MEMORY_ROWS rows on
     average (2n / k), or with probability, at most _BLOCK_PAIR_ROWS (each pair then solves six problems on its rows
-    and decides its folds, all cut from its block, compiled). Measured (2026-11-27, twenty-eighth session; docs/svc.md,
+    and decides its folds, all cut from its block, compiled). Measured (docs/svc.md,
     "Small dense problems"): letter 1,000 rows 0.069 -> 0.058 s, with probability 0.44 -> 0.24 s; usps 3,000 rows with
     probability 0.63 -> 0.35 s; but without probability pendigits 3,000 rows (pairs of ~600) 0.053 -> 0.079 s, where
     shrinking spares most columns."""

@@ -463,7 +463,7 @@ def test_ctrl_c_inside_a_numba_kernel_exits_130(monkeypatch, capsys):
 @pytest.mark.parametrize("step", ["print", "progress", "write"])
 def test_ctrl_c_that_a_callback_swallowed_stops_the_command_at_its_next_step(monkeypatch, capsys, tmp_path, step):
     # llvmlite ignores exceptions raised in its ctypes callbacks: Ctrl-C while numba loads a kernel was lost, and
-    # the command ran on to print its results (CI, 2026-11-27) or to exit 0
+    # the command ran on to print its results (seen in CI) or to exit 0
     import facedet.__main__ as entry
     import facedet.cli as cli
 

@@ -1,5 +1,5 @@
 """Hostile files, crafted at test time: each is refused with a one-line error, in bounded memory, and the rest of
-a batch goes on. The cases of the hostile-input table in docs/detector.md."""
+a batch goes on. The cases of the hostile-input table in docs/hostile-inputs.md."""
 import io
 import json
 import os

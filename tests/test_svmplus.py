@@ -397,7 +397,7 @@ def test_kernel_q_far_above_the_margin_reaches_the_optimum(pendigits_full):
     (rounding ~ 6e-8 max|Q|, above tol * rho) the solver stopped 3.8% above the optimum with no warning; Q and
     the cached columns are float64 now."""
     X, y = pendigits_full[0] * 100.0, pendigits_full[1]
-    rng = np.random.default_rng(24)  # one of 50 such draws (/work/lead/s25/scan_kplus.py)
+    rng = np.random.default_rng(24)  # one of 50 such draws (docs/svmplus.md, "Precision of KernelSVMPlus")
     idx = rng.choice(len(y), 49, replace=False)
     ys = np.where(y[idx] == 4, 1, -1)
     X, X_star = X[idx][:, [11, 1, 14, 8]], X[idx]
