@@ -167,8 +167,37 @@ def _write(save, path):
         raise typer.Exit(1)
 
 
-def _load_detector(model: Optional[Path]):
+_notice = {}  # "listener": the registered one
+
+
+def _notice_compiling():
+    """One line on stderr when numba compiles instead of loading its cache (a fresh install, container or cluster
+    worker): the first run then pauses for seconds, which should not look like a hang. Once per process."""
+    if "listener" in _notice:
+        return
+    from numba.core import event
+
+    class Notice(event.Listener):
+        shown = False
+
+        def on_start(self, ev):  # compilation only: a kernel loaded from the cache sends no event
+            if not self.shown:
+                self.shown = True
+                err.print("note: compiling machine code on first use, once per install (`facedet warmup` does it "
+                          "ahead)", markup=False, highlight=False, style="dim")
+
+        def on_end(self, ev):
+            pass
+
+    _notice["listener"] = Notice()
+    event.register("numba:compile", _notice["listener"])
+
+
+def _load_detector(model: Optional[Path], notice=True):
     from .detector import Detector, default_model_path
+
+    if notice:
+        _notice_compiling()
 
     path = model or default_model_path()
     try:
@@ -422,6 +451,7 @@ def train(
     negative_files = _image_files(negatives, "--negatives") if negatives else []
     X, y, failed = _patches(faces, nonfaces, data, split, max_pixels, landmarks, photos)
     augmentation = {"mirror": mirror, "shifts": shifts}
+    _notice_compiling()
     with _progress() as progress:
         neg, nfail = _negatives(negatives, negative_files, progress, max_pixels) if negatives else ([], 0)
         negative_images = [im for _, im in neg]
@@ -1073,7 +1103,7 @@ def warmup(
     so that the first detect of a fresh install, container or cluster worker starts without compiling."""
     from .api import warmup as run
 
-    _load_detector(None)  # a missing or corrupt default model: exit 2 with the loader's message
+    _load_detector(None, notice=False)  # a missing or corrupt default model: exit 2 with the loader's message
     with _progress() as progress:
         progress.add_task("compiling", total=None, info="")
         seconds = run(estimators=estimators)

@@ -942,3 +942,23 @@ def test_train_on_faces_cut_from_landmark_annotated_photos(data_dir, tmp_path):
     r = runner.invoke(app, ["train", "--photos", str(photos), "--nonfaces", str(nonfaces), "--faces", str(photos),
                             "--out", str(out)])
     assert r.exit_code == 2 and "--photos" in r.output
+
+
+def test_a_run_that_compiles_says_so_once(capsys):
+    # numba sends its compile event only when a kernel is not in its cache: a fresh install's first run
+    import numba
+    from numba.core import event
+
+    import facedet.cli as cli
+
+    saved = cli._notice.pop("listener", None)
+    try:
+        cli._notice_compiling()
+        assert capsys.readouterr().err == ""
+        numba.njit(lambda x: x + 1)(1)
+        numba.njit(lambda x: x * 2)(1)
+        assert capsys.readouterr().err.count("compiling machine code on first use") == 1
+    finally:
+        event.unregister("numba:compile", cli._notice.pop("listener"))
+        if saved is not None:
+            cli._notice["listener"] = saved
