@@ -38,9 +38,9 @@ def expand_inputs(paths: Iterable[str | os.PathLike], from_list: str | os.PathLi
     replaced by its matches (``**`` for any depth), then the lines of the ``from_list`` file (one path or URL a
     line; empty lines and lines starting with ``#`` skipped).
 
-    Returns strings, as given (``./a.jpg`` as ``a.jpg``; a file named twice is read twice). Raises ValueError for a pattern that matches
-    nothing, or a list file that is not a regular file of at most :data:`facedet.imageio.MAX_CSV_BYTES` of UTF-8
-    text; FileNotFoundError for a missing list file.
+    Returns strings, as given (``./a.jpg`` as ``a.jpg``; a file named twice is read twice). Raises ValueError for a
+    pattern that matches nothing, or a list file that is not a regular file of at most
+    :data:`facedet.imageio.MAX_CSV_BYTES` of UTF-8 text; FileNotFoundError for a missing list file.
     """
     from .patches import image_files
 
@@ -59,7 +59,8 @@ def expand_inputs(paths: Iterable[str | os.PathLike], from_list: str | os.PathLi
     if from_list is not None:
         size = regular_file_size(from_list, "list file")
         if size > MAX_CSV_BYTES:
-            raise ValueError(f"{os.fspath(from_list)}: {size:,} bytes, over the limit of {MAX_CSV_BYTES:,} for a list file")
+            raise ValueError(f"{os.fspath(from_list)}: {size:,} bytes, over the limit of {MAX_CSV_BYTES:,} "
+                             "for a list file")
         try:
             text = Path(from_list).read_text(encoding="utf-8-sig")
         except UnicodeDecodeError as exc:
@@ -124,7 +125,7 @@ def box_labels(record: dict) -> list[str]:
 
 def face_record(box, confidence) -> dict:
     """One face of a record: whole pixels, score and confidence (calibrated models only) to 4 decimals."""
-    face = {k: int(round(v)) for k, v in zip("xywh", box[:4])} | {"score": round(float(box[4]), 4)}
+    face = {k: int(round(v)) for k, v in zip("xywh", box[:4], strict=True)} | {"score": round(float(box[4]), 4)}
     if confidence is not None:
         face["confidence"] = round(float(confidence), 4)
     return face

@@ -172,8 +172,8 @@ def bootstrap(detector, negative_images, rounds, *, features=None, labels=None, 
     (n,) weights of those rows for the refits (row i's C is C * weight, SVC or PmSVM); mined rows get weight
     1. evaluate: optional detector -> dict of figures recorded per round. The prefilter and the scanning
     parameters stay fixed; each round the classifier (its own class and hyperparameters, updated by
-    ``svm_params``) is refitted on the set plus every false positive so far. Returns (final detector, features, labels, list of
-    :class:`Round`); round 0 is the starting detector. Raises ValueError without a training set for a
+    ``svm_params``) is refitted on the set plus every false positive so far. Returns (final detector, features, labels,
+    list of :class:`Round`); round 0 is the starting detector. Raises ValueError without a training set for a
     classifier that has no support vectors, for rounds < 0, for features without labels, for rows that do not
     match the detector's features, labels other than 0/1, non-finite rows, a max_per_image that is not an
     integer >= 0, for weights that do not match the rows, and ValueError/TypeError for svm_params the classifier's
@@ -291,8 +291,9 @@ def scan_items(detector, items, threshold):
     return [low.scan_windows(as_grey(item[0])) for item in items]
 
 
-def choose_threshold(detector, items, candidates=np.round(np.arange(-1.0, 1.01, 0.1), 2), neighbors=(1, 2, 3, 4),
-                     windows=None):
+def choose_threshold(detector, items,
+                     candidates=np.round(np.arange(-1.0, 1.01, 0.1), 2),  # noqa: B008 (read only: np.sort copies it)
+                     neighbors=(1, 2, 3, 4), windows=None):
     """Pick the operating point (SVM threshold, min_neighbors) on annotated training images: the pair
     maximising F1 = 2 hits / (2 hits + false positives + misses) (IoU >= 0.5, one-to-one). A few training
     faces leave the maximum flat over a run of thresholds: the min_neighbors with the longest such run is
@@ -325,7 +326,7 @@ def choose_threshold(detector, items, candidates=np.round(np.arange(-1.0, 1.01, 
     for nb in neighbors:
         check_scalar(nb, "neighbors", lo=1, integer=True)
     windows = scan_items(detector, items, candidates[0]) if windows is None else windows
-    raw = [(w, t) for w, (_, t) in zip(windows, items)]
+    raw = [(w, t) for w, (_, t) in zip(windows, items, strict=True)]
     n_truth = sum(len(t) for _, t in raw)
     rows = []
     for th in candidates:
@@ -363,7 +364,7 @@ def calibrate_confidence(detector, items, threshold=None, iou_threshold=0.5, win
     threshold = detector.threshold if threshold is None else float(threshold)
     windows = scan_items(detector, items, threshold) if windows is None else windows
     scores, is_face = [], []
-    for w, (img, truth, *ignore) in zip(windows, items):
+    for w, (_img, truth, *ignore) in zip(windows, items, strict=True):
         merged = merge_detections(w[w[:, 4] > threshold], detector.merge_iou, detector.min_neighbors)
         dets = detector.windows_to_boxes(merged[:, :5])
         m = match_detections(dets, np.asarray(truth, float).reshape(-1, 4), ignore[0] if ignore else None,

@@ -164,7 +164,7 @@ def _write(save, path):
         save(path)
     except OSError as exc:
         _report("error:", f"cannot write {path}: {exc.strerror or exc}")
-        raise typer.Exit(1)
+        raise typer.Exit(1) from exc
 
 
 _notice = {}  # "listener": the registered one
@@ -332,7 +332,7 @@ def _patches(faces, nonfaces, data, split, max_pixels, landmarks=None, photos=No
         usage = f"{what}: {exc}"
     else:
         usage = None
-    for path, exc in errors:  # (before a folder's "no readable images": they say why)
+    for _path, exc in errors:  # (before a folder's "no readable images": they say why)
         _report("skipped", _image_error(exc))
     if usage is not None:
         _usage(usage)
@@ -689,7 +689,7 @@ def detect(
     if existing and not overwrite and not resume:
         more = f" (and {len(existing) - 1} more)" if len(existing) > 1 else ""
         _usage(f"--out: {existing[0]}{more} exists; --overwrite replaces annotated images, or give another --out")
-    jobs = list(zip(names, targets))
+    jobs = list(zip(names, targets, strict=True))
     sink = None
     if jsonl is not None and jsonl != "-":
         _check_not_input(Path(jsonl), "--jsonl", {"IMAGE": local, "--model": model})

@@ -122,8 +122,8 @@ class Detector:
     """Face detector.
 
     classifier: a fitted binary classifier (svmcore.SVC or svmcore.PmSVM; classes [0, 1] or [-1, 1], 1 = face)
-    on the rows of ``features``; features: the name of its window features in :data:`facedet.features.FEATURES` ("osuna":
-    :func:`facedet.features.window_features`, the default; "hog": :func:`facedet.features.hog_features`);
+    on the rows of ``features``; features: the name of its window features in :data:`facedet.features.FEATURES`
+    ("osuna": :func:`facedet.features.window_features`, the default; "hog": :func:`facedet.features.hog_features`);
     prefilter: a :class:`facedet.scoring.Prefilter` cascade, or None to score every window with the SVM;
     scale_factor (>= 1.01): pyramid step; stride (px, at each level, 1..19): window step; min_size / max_size: smallest
     and largest face box side in original pixels (max None: the image; min at least what a window upsampled
@@ -285,7 +285,7 @@ class Detector:
         ``gamma`` do not give, :func:`svmcore.kernels.check_fitted_gamma`). The scanning parameters (threshold,
         stride, box, ...) are the user's to edit, as ``detect --threshold`` or :meth:`with_params` change them,
         and are only range-checked."""
-        import svmcore.pmsvm  # noqa: F401  (register SVC and PmSVM with persistence)
+        import svmcore.pmsvm  # register SVC and PmSVM with persistence
         import svmcore.svc  # noqa: F401
 
         header, arrays = persistence.read_archive(path, FORMAT, _array_names, "facedet detector")

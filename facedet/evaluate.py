@@ -470,11 +470,11 @@ def plot_reliability(confidence, is_face, path, bins: int = 10, title: str | Non
     ax = fig.add_subplot()
     ax.plot([0, 1], [0, 1], ":", color="grey", label="perfect calibration")
     if rows:
-        low, high, n, conf, frac = (np.array(c) for c in zip(*rows))
+        low, high, n, conf, frac = (np.array(c) for c in zip(*rows, strict=True))
         ax.bar((low + high) / 2, frac, width=high - low, color="C0", alpha=0.3, edgecolor="C0",
                label="fraction of faces per bin")
         ax.plot(conf, frac, "o-", color="C1", label="at the bin's mean confidence")
-        for x, y, k in zip((low + high) / 2, frac, n):
+        for x, y, k in zip((low + high) / 2, frac, n, strict=True):
             ax.annotate(str(k), (x, y), textcoords="offset points", xytext=(0, 3), ha="center", fontsize=7)
     ax.set_xlim(0, 1)
     ax.set_ylim(0, 1.05)

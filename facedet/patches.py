@@ -241,7 +241,7 @@ def sample_windows(grey, n, rng, min_window=WINDOW):
     sizes = np.exp(rng.uniform(np.log(min_window), np.log(top), n)).astype(int)
     ys = (rng.random(n) * (H - sizes + 1)).astype(int)
     xs = (rng.random(n) * (W - sizes + 1)).astype(int)
-    return np.stack([to_window(grey[y:y + s, x:x + s]) for y, x, s in zip(ys, xs, sizes)])
+    return np.stack([to_window(grey[y:y + s, x:x + s]) for y, x, s in zip(ys, xs, sizes, strict=True)])
 
 
 # --- faces cut from landmark-annotated photos ------------------------------------------------------------
@@ -363,7 +363,8 @@ def landmark_windows(grey, points, box, *, tilt=None, zoom=None, offset=None):
     s = side / k / zoom
     r, t = np.radians(roll), np.radians(turn)
     # the box map's offset runs along the face's axes; the augmentation's offset along the window's
-    centre = centre - s[:, None] * zoom[:, None] * np.c_[dx * np.cos(r) - dy * np.sin(r), dx * np.sin(r) + dy * np.cos(r)]
+    centre = centre - s[:, None] * zoom[:, None] * np.c_[dx * np.cos(r) - dy * np.sin(r),
+                                                         dx * np.sin(r) + dy * np.cos(r)]
     centre = centre + s[:, None] * np.c_[offset[:, 0] * np.cos(t) - offset[:, 1] * np.sin(t),
                                          offset[:, 0] * np.sin(t) + offset[:, 1] * np.cos(t)]
     windows = np.empty((n, WINDOW, WINDOW), np.uint8)
@@ -461,7 +462,8 @@ def load_landmark_faces(landmarks_csv, image_dir, box, *, split=None, min_side=2
         points = points[keep]
         if len(points):
             m = 1 + rotations
-            tilt = np.where(np.arange(m) == 0, np.nan, 1.0)[None, :] * rng.uniform(-max_tilt, max_tilt, (len(points), m))
+            tilt = (np.where(np.arange(m) == 0, np.nan, 1.0)[None, :]
+                    * rng.uniform(-max_tilt, max_tilt, (len(points), m)))
             zoom = np.exp(rng.uniform(-np.log(max_zoom), np.log(max_zoom), (len(points), m)))
             offset = rng.uniform(-max_shift, max_shift, (len(points), m, 2))
             w, p = landmark_windows(grey, np.repeat(points, m, axis=0), box, tilt=tilt.ravel(), zoom=zoom.ravel(),
@@ -470,7 +472,8 @@ def load_landmark_faces(landmarks_csv, image_dir, box, *, split=None, min_side=2
             if mirror:
                 flipped = p[:, [1, 0, 2]].copy()  # the left eye becomes the right one
                 flipped[:, :, 0] = WINDOW - 1 - flipped[:, :, 0]
-                w, p = np.stack([w, w[:, :, ::-1]], 1).reshape(-1, WINDOW, WINDOW), np.stack([p, flipped], 1).reshape(-1, 3, 2)
+                w, p = (np.stack([w, w[:, :, ::-1]], 1).reshape(-1, WINDOW, WINDOW),
+                        np.stack([p, flipped], 1).reshape(-1, 3, 2))
                 ids = np.repeat(ids, 2)
             out_w.append(w)
             out_p.append(p)

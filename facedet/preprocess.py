@@ -28,7 +28,7 @@ def _make_mask():
     mask = np.ones((WINDOW, WINDOW), dtype=bool)
     for r, c in enumerate(_CUT_TOP):
         mask[r, :c] = mask[r, WINDOW - c:] = False
-    for r, c in zip(range(WINDOW - len(_CUT_BOTTOM), WINDOW), _CUT_BOTTOM):
+    for r, c in zip(range(WINDOW - len(_CUT_BOTTOM), WINDOW), _CUT_BOTTOM, strict=True):
         mask[r, :c] = mask[r, WINDOW - c:] = False
     return mask
 

@@ -242,7 +242,7 @@ def _grid(level, stride, prefilter, Wk):
     rows = max(stride, _BAND_PIXELS // w // stride * stride)
     starts = range(0, h - WINDOW + 1, rows)
     parts = [_grid_band(level[r0:r0 + rows + WINDOW - 1], stride, prefilter, Wk) for r0 in starts]
-    return (np.concatenate([ys + r0 for r0, (ys, _) in zip(starts, parts)]),
+    return (np.concatenate([ys + r0 for r0, (ys, _) in zip(starts, parts, strict=True)]),
             np.concatenate([xs for _, xs in parts]))
 
 
@@ -284,8 +284,8 @@ def scan(grey, scorer, features, prefilter=None, *, scale_factor=1.2, stride=1, 
     stride - 1 pixels of it on its level (a stride-1 scan there), and the 3x3 windows around its centre on
     the pyramid's half step (scale s sqrt(scale_factor)) towards each neighbouring level, are scored too
     (through the prefilter, if any; every window once, also where a half step rounds to the size of a level or of
-    another half step, as with steps close to 1 on small levels). Independent of ``threshold``, so one scan at a low threshold gives the
-    detections at every higher one. None: the grid and the pyramid alone.
+    another half step, as with steps close to 1 on small levels). Independent of ``threshold``, so one scan at a low
+    threshold gives the detections at every higher one. None: the grid and the pyramid alone.
     threads: pyramid levels scanned at once (None: ``numba.get_num_threads()``, i.e. $NUMBA_NUM_THREADS or
     every core, at most MAX_THREADS = 4). Each level runs its BLAS and numba kernels on one thread: the batches
     are too small to share, and two thread pools spinning on the same cores made a 500x334 image 3x slower

@@ -87,7 +87,8 @@ def evaluate_sets(det, sets):
     out = {}
     for name, items in sets.items():
         dets = {str(k): det.detect(img) for k, (img, _) in enumerate(items)}
-        truth = {str(k): (np.asarray(t, float).reshape(-1, 4), np.zeros(len(t), bool)) for k, (_, t) in enumerate(items)}
+        truth = {str(k): (np.asarray(t, float).reshape(-1, 4), np.zeros(len(t), bool))
+                 for k, (_, t) in enumerate(items)}
         res = evaluate_detections(dets, truth)
         out[name] = (res.detection_rate, res.false_positives, res.average_precision)
     return out
@@ -107,8 +108,8 @@ def log_round(info):
         r = info["round"]
         svs = f"{r.n_support} SVs, " if r.n_support else ""
         scenes = "".join(f"; {split} DR {dr:.2f} / FP {fp} / AP {ap:.2f}" for split, (dr, fp, ap) in r.scores.items())
-        print(f"  {time.strftime('%H:%M:%S')} round {r.round}: {r.n_nonfaces} non-faces, {svs}{r.fp_windows} FP windows / {r.fp_detections} "
-              f"FP detections on negatives{scenes}", flush=True)
+        print(f"  {time.strftime('%H:%M:%S')} round {r.round}: {r.n_nonfaces} non-faces, {svs}{r.fp_windows} FP windows"
+              f" / {r.fp_detections} FP detections on negatives{scenes}", flush=True)
 
 
 def report(det, ops, table, evaluate):

@@ -66,25 +66,25 @@ from _script import DATA, limit_threads, positive_int, require_files  # scripts/
 
 limit_threads()  # before numpy, numba and cv2 load
 
-import copy  # noqa: E402
-import time  # noqa: E402
-from pathlib import Path  # noqa: E402
+import copy
+import time
+from pathlib import Path
 
-import cv2  # noqa: E402
-import numpy as np  # noqa: E402
+import cv2
+import numpy as np
 
-from facedet.detector import default_model_path  # noqa: E402
-from facedet.evaluate import (  # noqa: E402
+from facedet.detector import default_model_path
+from facedet.evaluate import (
     detection_rate_at_fp,
     evaluate_detections,
     iou,
     match_detections,
     read_annotations,
 )
-from facedet.imageio import read_rgb  # noqa: E402
-from facedet.patches import read_landmarks  # noqa: E402
+from facedet.imageio import read_rgb
+from facedet.patches import read_landmarks
 
-from _training_data import print_reliability  # noqa: E402
+from _training_data import print_reliability
 
 # astronaut.png (512x512): measured by hand on a 3x enlargement with a 10-px grid. Top = top of the
 # eyebrows (y 87), bottom = chin (y 177), left/right = the cheek outline at eye level (x 181..269):
@@ -133,7 +133,8 @@ class DlibHog:
         rects, scores, _ = self.detector.run(rgb, self.upsample, self.threshold)
         if not rects:
             return np.zeros((0, 5))
-        return np.array([[r.left(), r.top(), r.width(), r.height(), s] for r, s in zip(rects, scores)], float)
+        return np.array([[r.left(), r.top(), r.width(), r.height(), s] for r, s in zip(rects, scores, strict=True)],
+                        float)
 
 
 class Facedet:
@@ -297,7 +298,7 @@ def main():
         adets, ams, _ = run(det, astro, args.repeat)
         cal, n_pairs = fit_calibration({k: dets[k] for k in ann_train}, ann_train)
         cal_rows.append((det.name, n_pairs, cal))
-        for boxes, f in (("raw", lambda d: d), ("calibrated", lambda d: calibrate(d, cal))):
+        for boxes, f in (("raw", lambda d: d), ("calibrated", lambda d, cal=cal: calibrate(d, cal))):
             if boxes == "calibrated" and cal is None:
                 continue
             for split, ann in (("test", ann_test), ("all", ann_all)):
@@ -395,7 +396,7 @@ def mit_cmu(facedets, args, ap):
             cal, n_pairs = fit_calibration(val_dets, val)
             maps.append((name, n_pairs, cal))
         for boxes in (("mapped", "raw") if fit else ("model's",)):
-            f = (lambda d: calibrate(d, cal)) if boxes == "mapped" else (lambda d: d)
+            f = (lambda d, cal=cal: calibrate(d, cal)) if boxes == "mapped" else (lambda d: d)
             r_swept = evaluate_detections({k: f(d) for k, d in dets_swept.items()}, ann)
             r_op = evaluate_detections({k: f(d) for k, d in dets_op.items()}, ann)
             rows.append((name, boxes, sweep, detection_rate_at_fp(r_swept, FP_POINTS), r_swept.false_positives,
@@ -414,7 +415,7 @@ def mit_cmu(facedets, args, ap):
     short = False
     for name, boxes, sweep, at, end, r in rows:
         # \*: the swept detections end below this count, so the figure is the rate of all of them
-        cells = [f"{100 * a:.1f}%" + ("\\*" if k > end else "") for a, k in zip(at, FP_POINTS)]
+        cells = [f"{100 * a:.1f}%" + ("\\*" if k > end else "") for a, k in zip(at, FP_POINTS, strict=True)]
         short |= any(k > end for k in FP_POINTS)
         hits = round(r.detection_rate * r.n_truth)
         print(f"| {name} | {boxes} | {sweep} | " + " | ".join(cells) +
@@ -485,7 +486,7 @@ def webfaces_val(facedets, args):
             hit[n][m["matched"][m["is_tp"]]] = True
             fps += int((~m["is_tp"] & ~m["is_ignored"]).sum())
         cells = []
-        for g, member in groups.items():
+        for member in groups.values():
             sel = [(hit[n], member(n, ann[n][0]) & ~ann[n][1]) for n in names]
             k, total = sum(int(h[s].sum()) for h, s in sel), sum(int(s.sum()) for _, s in sel)
             cells.append(f"{100 * k / max(total, 1):.1f}% ({k}/{total})")
@@ -515,13 +516,15 @@ def window_cost(detectors, args):
             f = D.score_features(F)
             t2 = time.process_time()
             t_feat, t_score = min(t_feat, t1 - t0), min(t_score, t2 - t1)
-        rows.append((det.name, F.shape[1], 1e6 * t_feat / len(X), 1e6 * t_score / len(X), roc_auc(f, y), detection_rate_at_fpr(f, y, 0.01)))
+        rows.append((det.name, F.shape[1], 1e6 * t_feat / len(X), 1e6 * t_score / len(X), roc_auc(f, y),
+                     detection_rate_at_fpr(f, y, 0.01)))
     if not rows:
         return
     ref = rows[0][2] + rows[0][3]
     print(f"\n## Per window: CBCL test patches ({len(X)}, {int(y.sum())} faces), {args.threads} thread(s), "
           f"CPU us per window, best of {args.repeat}\n")
-    print("| detector | features | features us | classifier us | total us | ratio to the first | patch ROC AUC | DR at 1% FP |")
+    print("| detector | features | features us | classifier us | total us | ratio to the first | patch ROC AUC "
+          "| DR at 1% FP |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for name, p, tf, ts, auc, dr in rows:
         print(f"| {name} | {p} | {tf:.2f} | {ts:.2f} | {tf + ts:.2f} | {(tf + ts) / ref:.2f} | {auc:.3f} | {dr:.3f} |")

@@ -276,7 +276,7 @@ def bench(name, Xtr, ytr, Xte, yte, SVC, svc_name, repeat=3):
             C = max(val, key=val.get)
         else:  # one-vs-rest: the C of PmSVM-LUT (ovr), i.e. the same objective solved exactly
             C = chosen["PmSVM-LUT (ovr)"]
-        (classes, models), sec = timed(lambda: fit_exact(SVC, K, ytr, C, mc))
+        (classes, models), sec = timed(lambda: fit_exact(SVC, K, ytr, C, mc))  # noqa: B023 (timed calls it here)
         pred = predict_exact(classes, models, lambda s: power_mean_kernel(Xte, Xtr[s], p=P))
         rows.append((f"exact kernel {svc_name} ({mc}; Gram {gram_sec:.1f} s + fit {sec:.1f} s, one run)", C,
                      gram_sec + sec, np.mean(pred == yte), " | ", mc))
@@ -390,7 +390,8 @@ def scoring_speed():
     for name, X, T in (("lut_decision float64", Xte, model.table_),
                        ("lut_decision float32", Xte.astype(np.float32), model.table_.astype(np.float32))):
         lut_decision(X[:10], T, model.x_max_, model.intercept_)  # compile outside the timing
-        sec = min(timed(lambda: lut_decision(X, T, model.x_max_, model.intercept_))[1] for _ in range(3)) / len(X)
+        sec = min(timed(lambda: lut_decision(X, T, model.x_max_, model.intercept_))[1]  # noqa: B023 (called here)
+                  for _ in range(3)) / len(X)
         print(f"| {name} | {len(X)} | {1e6 * sec:.2f} | {expansion / sec:.0f} |")
     print(f"| exact expansion (power_mean_kernel @ dual coef) | {len(sub)} | {1e6 * expansion:.1f} | 1 |")
 

@@ -45,14 +45,14 @@ from _script import DATA, limit_threads, require_data, require_sets, svmlight_cs
 
 limit_threads(override=False)  # before numpy and numba load
 
-import argparse  # noqa: E402
-import time  # noqa: E402
+import argparse
+import time
 from pathlib import Path
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-import svmcore  # noqa: E402
-from svmcore.kernels import kernel_block  # noqa: E402
+import svmcore
+from svmcore.kernels import kernel_block
 
 
 

@@ -28,11 +28,11 @@ if __name__ == "__main__":  # thread counts must be fixed before numpy/numba loa
 
     limit_threads(override=False)
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-from _script import quiet_convergence  # noqa: E402
-from svmcore.qp_baselines import SVMPlusQP  # noqa: E402
-from svmcore.svmplus import KernelSVMPlus, LinearSVMPlus, mean_distance_gamma  # noqa: E402
+from _script import quiet_convergence
+from svmcore.qp_baselines import SVMPlusQP
+from svmcore.svmplus import KernelSVMPlus, LinearSVMPlus, mean_distance_gamma
 
 
 

@@ -24,13 +24,13 @@ if __name__ == "__main__":  # thread counts must be fixed before numpy/numba loa
 
     limit_threads(override=False)
 
-import warnings  # noqa: E402
+import warnings
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-from _script import convergence_warnings, quiet_convergence  # noqa: E402
-from svmcore.qp_baselines import SVMPlusQP  # noqa: E402
-from svmcore.svmplus import KernelSVMPlus, LinearSVMPlus, mean_distance_gamma  # noqa: E402
+from _script import convergence_warnings, quiet_convergence
+from svmcore.qp_baselines import SVMPlusQP
+from svmcore.svmplus import KernelSVMPlus, LinearSVMPlus, mean_distance_gamma
 
 C_GRID = [10.0**k for k in range(-2, 4)]
 GAMMA_GRID = [10.0**k for k in range(-2, 3)]
@@ -125,7 +125,8 @@ def run_table(kind, d, repeats, widths=(1.0,)):
 def print_table(title, kind, rows):
     qp = rows[1]
     print(f"\n{title} (paper: SVM {PAPER[kind][0]}%, ours {PAPER[kind][1]}%)")
-    print("| method | C | gamma | kernel width | val acc | test acc | fit ms (median) | QP time / time | grid s (fits) |")
+    print("| method | C | gamma | kernel width | val acc | test acc | fit ms (median) | QP time / time "
+          "| grid s (fits) |")
     print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         p = r["params"]

@@ -25,7 +25,7 @@ from sklearn.svm import LinearSVC
 from svmcore.metrics import top_k_accuracies
 from svmcore.topk import TopKSVM
 
-from _script import DATA, quiet_convergence, require_data, require_sets  # noqa: E402  (scripts/ is on sys.path when run)
+from _script import DATA, quiet_convergence, require_data, require_sets  # scripts/ is on sys.path when run
 
 BENCH = DATA / "bench"
 KS = (1, 2, 3, 5, 10)

@@ -25,20 +25,20 @@ from _script import DATA, limit_threads, positive_int, quiet_convergence, requir
 
 limit_threads()
 
-import argparse  # noqa: E402
-import itertools  # noqa: E402
-import time  # noqa: E402
-from pathlib import Path  # noqa: E402
+import argparse
+import itertools
+import time
+from pathlib import Path
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-from facedet.detector import Detector, default_model_path  # noqa: E402
-from facedet.evaluate import detection_rate_at_fpr, roc_auc  # noqa: E402
-from facedet.features import hog_features, window_features  # noqa: E402
-from facedet.imageio import read_grey  # noqa: E402
-from facedet.patches import image_files, landmark_boxes, landmark_windows, read_landmarks, to_window  # noqa: E402
-from svmcore import SVC  # noqa: E402
-from svmcore.svmplus import KernelSVMPlus, mean_distance_gamma  # noqa: E402
+from facedet.detector import Detector, default_model_path
+from facedet.evaluate import detection_rate_at_fpr, roc_auc
+from facedet.features import hog_features, window_features
+from facedet.imageio import read_grey
+from facedet.patches import image_files, landmark_boxes, landmark_windows, read_landmarks, to_window
+from svmcore import SVC
+from svmcore.svmplus import KernelSVMPlus, mean_distance_gamma
 
 SIDE = 38  # the privileged view: twice the window's resolution
 QUARTERS = ((-0.5, -0.5), (0.5, -0.5), (-0.5, 0.5), (0.5, 0.5))  # quarter centres, in quarter sides
@@ -130,7 +130,7 @@ def main():
     for name, (make, grid, plus) in grids.items():
         best = None
         for values in itertools.product(*grid.values()):
-            p = dict(zip(grid, values))
+            p = dict(zip(grid, values, strict=True))
             with quiet_convergence():
                 m = make(**p)
                 m.fit(X[fit_idx], Z[fit_idx], y[fit_idx]) if plus else m.fit(X[fit_idx], y[fit_idx])

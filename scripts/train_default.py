@@ -18,8 +18,8 @@
    The SVM is stored as its exact reduced set (svmcore.reduced.reduce_quadratic: at most 284 vectors).
    The benchmark test set is never read here (scripts/bench_detect.py --mit-cmu).
 
-Usage: PYTHONPATH=. python scripts/train_default.py [--rounds 1] [--out facedet/models/default_detector.npz] [--threads 2]
-                                                   [--from-round MODEL] [--reliability PNG]
+Usage: PYTHONPATH=. python scripts/train_default.py [--rounds 1] [--out facedet/models/default_detector.npz]
+                                                   [--threads 2] [--from-round MODEL] [--reliability PNG]
                                                    [--check MODEL]
 
 --check MODEL compares the trained model with MODEL: every array, bit for bit, and every header field but the
@@ -35,23 +35,23 @@ from _script import DATA, limit_threads  # scripts/ is on sys.path when run
 
 limit_threads("2")  # before numpy, numba and BLAS load
 
-import argparse  # noqa: E402
-import time  # noqa: E402
-from pathlib import Path  # noqa: E402
+import argparse
+import time
+from pathlib import Path
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-from facedet.bootstrap import (bootstrap, calibrate_box, calibrate_confidence, choose_threshold,  # noqa: E402
+from facedet.bootstrap import (bootstrap, calibrate_box, calibrate_confidence, choose_threshold,
                                scan_items, train_detector)
-from facedet.detector import FORMAT as DETECTOR_FORMAT  # noqa: E402
-from facedet.detector import Detector  # noqa: E402
-from facedet.evaluate import iou, match_detections, plot_reliability  # noqa: E402
-from facedet.imageio import read_grey  # noqa: E402
-from facedet.patches import CBCL_FRAMING, augment, sample_windows  # noqa: E402
-from svmcore.persistence import read_archive  # noqa: E402
-from svmcore.reduced import reduce_quadratic  # noqa: E402
+from facedet.detector import FORMAT as DETECTOR_FORMAT
+from facedet.detector import Detector
+from facedet.evaluate import iou, match_detections, plot_reliability
+from facedet.imageio import read_grey
+from facedet.patches import CBCL_FRAMING, augment, sample_windows
+from svmcore.persistence import read_archive
+from svmcore.reduced import reduce_quadratic
 
-from _training_data import (check_args, evaluate_sets, fmt_box, load_training_data, log_round,  # noqa: E402
+from _training_data import (check_args, evaluate_sets, fmt_box, load_training_data, log_round,
                             print_reliability, report, webfaces_val, webfaces_windows)
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -26,17 +26,17 @@ from _script import DATA, limit_threads  # scripts/ is on sys.path when run
 
 limit_threads()  # before numpy, numba and BLAS load
 
-import argparse  # noqa: E402
-import time  # noqa: E402
-from pathlib import Path  # noqa: E402
+import argparse
+import time
+from pathlib import Path
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-from facedet.bootstrap import bootstrap, calibrate_box, choose_threshold  # noqa: E402
-from facedet.detector import PMSVM_DEFAULTS, train_pmsvm_detector  # noqa: E402
-from svmcore import PmSVM  # noqa: E402
+from facedet.bootstrap import bootstrap, calibrate_box, choose_threshold
+from facedet.detector import PMSVM_DEFAULTS, train_pmsvm_detector
+from svmcore import PmSVM
 
-from _training_data import check_args, evaluate_scenes, fmt_box, load_training_data, log_round, report  # noqa: E402
+from _training_data import check_args, evaluate_scenes, fmt_box, load_training_data, log_round, report
 
 ROOT = Path(__file__).resolve().parents[1]
 AUGMENTATION = {"mirror": True, "shifts": 0, "angles": (-10, 10)}

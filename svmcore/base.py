@@ -57,7 +57,8 @@ class BaseEstimator:
     @classmethod
     def _param_names(cls):
         sig = inspect.signature(cls.__init__)
-        return [p for p in sig.parameters if p != "self" and sig.parameters[p].kind == inspect.Parameter.POSITIONAL_OR_KEYWORD]
+        return [p for p in sig.parameters
+                if p != "self" and sig.parameters[p].kind == inspect.Parameter.POSITIONAL_OR_KEYWORD]
 
     def get_params(self, deep=True):
         """The hyperparameters as a dict {name: value} (``deep`` is accepted for scikit-learn)."""
@@ -184,7 +185,8 @@ class BaseEstimator:
         for k in self._state_meta:
             v = getattr(self, k)
             # (an int is finite; np.isfinite refuses one beyond int64 with a TypeError)
-            if isinstance(v, bool) or not isinstance(v, numbers.Real) or not (isinstance(v, numbers.Integral) or np.isfinite(v)):
+            if (isinstance(v, bool) or not isinstance(v, numbers.Real)
+                    or not (isinstance(v, numbers.Integral) or np.isfinite(v))):
                 raise ValueError(f"{k} must be a finite number, got {v!r}")
             if k.startswith("n_"):  # counts
                 if not (isinstance(v, numbers.Integral) and v >= 0):

@@ -284,7 +284,8 @@ class NpzReader:
                 raise self._bad(f"member {info.filename!r} is not one .npy array")
             if info.compress_type == zipfile.ZIP_STORED:
                 if info.file_size != info.compress_size or info.compress_size > archive_bytes:
-                    raise self._bad(f"member {info.filename!r} claims {info.file_size} bytes in a {archive_bytes}-byte file")
+                    raise self._bad(f"member {info.filename!r} claims {info.file_size} bytes in a "
+                                    f"{archive_bytes}-byte file")
             elif info.file_size > max(MAX_EXPANSION * info.compress_size, MAX_SMALL_MEMBER):
                 raise self._bad(f"member {info.filename!r} expands {info.compress_size} bytes to {info.file_size}, "
                                 f"more than {MAX_EXPANSION} times")
@@ -336,8 +337,8 @@ def read_archive(path, expected_format: str, array_names=None, what: str = "mode
     The JSON header is read first; ``array_names(header)``, if given, returns the names of the arrays such a
     file may hold (raising ValueError for a bad header), and an archive holding others is refused before any array
     is read; ``what`` names such a file in the messages of these two checks. Raises FileNotFoundError if ``path``
-    does not exist and ValueError if it is not such an archive (:class:`NpzReader`'s policy; no header, a header over ``MAX_HEADER_BYTES`` or not JSON, another format, a
-    newer format version, unknown arrays).
+    does not exist and ValueError if it is not such an archive (:class:`NpzReader`'s policy; no header, a header over
+    ``MAX_HEADER_BYTES`` or not JSON, another format, a newer format version, unknown arrays).
     """
     with NpzReader(path, "model file") as npz:
         spec = npz.members.get("__header__")
@@ -347,11 +348,13 @@ def read_archive(path, expected_format: str, array_names=None, what: str = "mode
             raise ValueError(f"{path}: the model header must be at most {MAX_HEADER_BYTES} bytes of text, "
                              f"got {spec[0]} {spec[1]}")
         try:
-            header = json.loads(npz.read("__header__").tobytes().decode("utf-8"), object_hook=_decode)  # (older files: -Infinity)
+            # (older files: -Infinity)
+            header = json.loads(npz.read("__header__").tobytes().decode("utf-8"), object_hook=_decode)
         except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:  # (deeply nested brackets recurse)
             raise ValueError(f"{path}: model header is not valid JSON ({exc})") from exc
         if not isinstance(header, dict) or header.get("format") != expected_format:
-            raise ValueError(f"{path}: not a {expected_format} file (format={header.get('format') if isinstance(header, dict) else None!r})")
+            raise ValueError(f"{path}: not a {expected_format} file "
+                             f"(format={header.get('format') if isinstance(header, dict) else None!r})")
         version = header.get("format_version")
         if isinstance(version, bool) or not isinstance(version, int) or version > FORMAT_VERSION or version < 1:
             raise ValueError(f"{path}: unsupported format version {version!r} (this version reads {FORMAT_VERSION})")

@@ -543,7 +543,7 @@ def _row_blocks(ptr, size):
         if ptr[r] - ptr[bounds[-1]] >= size // 2 and total - ptr[r] >= size // 2:
             bounds.append(int(r))
     bounds.append(n)
-    return list(zip(bounds[:-1], bounds[1:]))
+    return list(zip(bounds[:-1], bounds[1:], strict=True))
 
 
 def _solver_layout(X, nnz, x_max, anchors, p, lut_bins):

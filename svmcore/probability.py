@@ -93,7 +93,8 @@ def fit_sigmoid(f, y, *, max_iter=100, min_step=1e-10, sigma=1e-12, eps=1e-5):
     LIBSVM's). As in LIBSVM, a failed line search or max_iter end the iteration silently: the last iterate
     is returned. Compiled (numba): sums in sample order (as LIBSVM's loops), exp and log1p from the C library;
     a numpy evaluation, whose SIMD exp and pairwise sums round differently, gives the same sigmoids
-    to 2.4e-11 relative at most (a nearly separable fold's A = 3052.3642447 -> 3052.3642446). Raises ValueError for mismatched or empty input or non-finite f.
+    to 2.4e-11 relative at most (a nearly separable fold's A = 3052.3642447 -> 3052.3642446). Raises ValueError for
+    mismatched or empty input or non-finite f.
     """
     f = np.ascontiguousarray(f, dtype=np.float64).ravel()
     pos = np.ascontiguousarray(np.asarray(y).ravel() > 0)

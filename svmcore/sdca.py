@@ -413,7 +413,7 @@ def cs_fit(indptr, indices, data, sq_norms, y, A, W, C, tol, max_epochs, max_swe
         if epoch >= max_epochs:
             return primal, dual, epoch, False
         epoch += 1
-        for sweep in range(max_sweeps):
+        for _sweep in range(max_sweeps):
             stopping = 0.0
             for s in range(active_size):
                 # Fisher-Yates; 64-bit LCG (Knuth's MMIX constants), top 32 bits scaled to [0, n) by multiply-shift

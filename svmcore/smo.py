@@ -4,8 +4,8 @@ Solves   min_a  1/2 a'Qa + p'a   s.t.  y'a = Delta,  0 <= a_i <= C_i,   y_i in {
 the common form of the C-SVC dual (p = -1), the one-class dual (p = 0, y = 1) and the l2-SVM+ dual.
 
 Each iteration picks a working set B of up to ``working_set_size`` violating variables (the maximal
-violator, then the best others by first- and second-order gain; see ``select_working_set``), solves the subproblem on B by SMO
-pair steps with second-order pair selection (Fan et al. 2005, WSS2) on the dense Q_BB, and updates the
+violator, then the best others by first- and second-order gain; see ``select_working_set``), solves the subproblem on B
+by SMO pair steps with second-order pair selection (Fan et al. 2005, WSS2) on the dense Q_BB, and updates the
 gradient of the active variables with the columns of the variables that moved. It stops when the maximal
 KKT violation m(a) - M(a) = max_{I_up} -y_i G_i - min_{I_low} -y_i G_i is at most ``tol`` (LIBSVM's
 rule). Shrinking drops bounded variables that cannot join a violating pair; at convergence on the active

@@ -334,8 +334,8 @@ class _KernelSVM(BaseEstimator):
         counts, values = np.zeros((len(problems), 6), dtype=np.int64), np.zeros((len(problems), 4))
         q, max_iter = settings["working_set_size"], settings["max_iter"]
         _solve_pairs(K32, K64, column_of, diag, starts, rows, ys, C, wide, perm_starts, perms, n_folds,
-                     _most_held(cache_mb, np.float32), _most_held(cache_mb, np.float64), tol, 64 if q is None else int(q),
-                     bool(self.shrinking), -1 if max_iter is None else int(max_iter),
+                     _most_held(cache_mb, np.float32), _most_held(cache_mb, np.float64), tol,
+                     64 if q is None else int(q), bool(self.shrinking), -1 if max_iter is None else int(max_iter),
                      centres(spec, True) and gram.sparse, gram.dot, gram.sq, *gram.csr_arrays(), Gram.MARGIN,
                      Gram.SMALL, alpha, G, counts, values)
         done = np.flatnonzero(counts[:, 0])
@@ -564,11 +564,11 @@ class SVC(ClassifierMixin, _KernelSVM):
     intercept_ (m,), objective_ (1/2 a'Qa - 1'a at the solution, summed over the models), kkt_violation_ (the
     largest), n_iter_ (summed), gamma_,
     fit_seconds_ (solver seconds of these m models, summed: more than the wall time with n_jobs > 1);
-    cache_hit_rate_ (after fit only, not saved). With probability=True also probA_, probB_ (m,) float64: P(classes_[b] | x in class a or b) = 1 / (1 +
-    exp(probA_[m] f_m(x) + probB_[m])), f_m the pair's decision value (> 0 means classes_[b]); LIBSVM and
-    scikit-learn state the same sigmoid for classes_[a] with decision value -f_m, so their probA_ equals
-    ours and their probB_ is -probB_. Computed from these: n_support_ (k,) int64, support vectors per
-    class; coef_ (m, d) float64 array, the primal weights, for kernel="linear" only.
+    cache_hit_rate_ (after fit only, not saved). With probability=True also probA_, probB_ (m,) float64:
+    P(classes_[b] | x in class a or b) = 1 / (1 + exp(probA_[m] f_m(x) + probB_[m])), f_m the pair's decision value
+    (> 0 means classes_[b]); LIBSVM and scikit-learn state the same sigmoid for classes_[a] with decision value -f_m,
+    so their probA_ equals ours and their probB_ is -probB_. Computed from these: n_support_ (k,) int64, support
+    vectors per class; coef_ (m, d) float64 array, the primal weights, for kernel="linear" only.
     Raises TypeError/ValueError for bad input: NaN/inf, wrong shapes, empty X, a single class, C <= 0,
     unknown kernel, bad class_weight; :class:`svmcore.NotFittedError` (a ValueError) before fit.
     Working-set selection and the SMO step: Fan, Chen, Lin, JMLR 2005 (LIBSVM).
@@ -663,7 +663,7 @@ class SVC(ClassifierMixin, _KernelSVM):
         solved = iter(solved)
         solved = [batch[m] if m in batch else next(solved) for m in range(len(problems))]
         coef = np.zeros((len(pairs), X.shape[0]))
-        for m, ((rows, ys, _, _), (res, _)) in enumerate(zip(problems, solved)):
+        for m, ((rows, ys, _, _), (res, _)) in enumerate(zip(problems, solved, strict=True)):
             coef[m, rows] = res.alpha * ys
         results = [res for res, _ in solved]
         self._store(X, spec, results, coef, [-res.rho for res in results])

@@ -122,5 +122,5 @@ def test_a_bootstrapping_round_on_dask_mines_the_same_negatives(data_dir):
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
                                   dashboard_address=None) as cluster, distributed.Client(cluster) as client:
         remote = mine_negatives(det, [str(p) for p in paths], max_per_image=50, client=client)
-    for a, b in zip(local, remote):
+    for a, b in zip(local, remote, strict=True):
         np.testing.assert_array_equal(a, b)

@@ -315,7 +315,8 @@ def test_train_pmsvm_hog(small_npz, data_dir, tmp_path, astro):
     negs = tmp_path / "negs"
     negs.mkdir()
     shutil.copy(data_dir / "nonface_scenes" / "skimage" / "coffee.png", negs)
-    r = runner.invoke(app, ["bootstrap", "--model", str(out), "--negatives", str(negs), "--out", str(tmp_path / "b.npz")])
+    r = runner.invoke(app, ["bootstrap", "--model", str(out), "--negatives", str(negs),
+                            "--out", str(tmp_path / "b.npz")])
     assert r.exit_code == 2 and "no training rows" in r.output
     r = runner.invoke(app, ["bootstrap", "--model", str(out), "--negatives", str(negs), "--rounds", "1",
                             "--data", str(small_npz), "--out", str(tmp_path / "b.npz")])

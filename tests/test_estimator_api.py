@@ -53,7 +53,8 @@ def test_sklearn_model_selection_works(make, patches):
     np.testing.assert_allclose(cross_val_score(make(), X, y, cv=3), manual(), rtol=1e-12)
     grid = GridSearchCV(make(), {"C": [0.1, 10.0]}, cv=3).fit(X, y)
     means = {C: np.mean(manual(C=C)) for C in (0.1, 10.0)}
-    assert grid.best_score_ == pytest.approx(max(means.values())) and means[grid.best_params_["C"]] == max(means.values())
+    assert (grid.best_score_ == pytest.approx(max(means.values()))
+            and means[grid.best_params_["C"]] == max(means.values()))
     scaled = MinMaxScaler().fit_transform(X)
     pipe = make_pipeline(MinMaxScaler(), clone(make())).fit(X, y)
     np.testing.assert_array_equal(pipe.predict(X), make().fit(scaled, y).predict(scaled))
@@ -361,8 +362,8 @@ _SKLEARN_EXPECTED = {
 }
 
 
-_PMSVM_EXPECTED = {"check_class_weight_classifiers": "its data (make_blobs) has negative features, which an "
-                                                      "additive kernel refuses; tests/test_pmsvm.py checks class_weight"}
+_PMSVM_EXPECTED = {"check_class_weight_classifiers": "its data (make_blobs) has negative features, which an additive "
+                                                      "kernel refuses; tests/test_pmsvm.py checks class_weight"}
 
 
 @pytest.mark.filterwarnings("ignore")
@@ -440,7 +441,8 @@ def test_kernel_overflow_at_prediction_is_an_error_not_a_silent_class(patches):
               svmcore.OneClassSVM(kernel="poly", degree=3).fit(X)):
         for method in ("decision_function", "predict", "predict_proba"):
             if hasattr(m, method):
-                with warnings.catch_warnings(), pytest.raises(ValueError, match="kernel values on these features overflow"):
+                with (warnings.catch_warnings(),
+                      pytest.raises(ValueError, match="kernel values on these features overflow")):
                     warnings.simplefilter("ignore", RuntimeWarning)
                     getattr(m, method)(big)
         assert m.predict(X[:5]).shape == (5,)
@@ -463,7 +465,8 @@ def test_sparse_inputs_of_every_scipy_kind_and_one_dimensional_sparse_arrays(pat
     X, y = patches
     X = np.where(X > 0.5, X, 0.0)  # half the pixels zero
     models = [svmcore.SVC(kernel="rbf").fit(sp.csr_matrix(X), y), svmcore.OneClassSVM().fit(sp.csc_matrix(X)),
-              svmcore.PmSVM(random_state=0).fit(sp.coo_array(X), y), svmcore.TopKSVM(random_state=0).fit(sp.lil_matrix(X), y),
+              svmcore.PmSVM(random_state=0).fit(sp.coo_array(X), y),
+              svmcore.TopKSVM(random_state=0).fit(sp.lil_matrix(X), y),
               svmcore.LinearSVMPlus(max_iter=20, random_state=0).fit(sp.dok_matrix(X), sp.bsr_matrix(X), y)]
     kinds = (sp.csr_matrix, sp.csc_matrix, sp.coo_matrix, sp.dok_matrix, sp.lil_matrix, sp.bsr_matrix, sp.dia_matrix,
              sp.csr_array, sp.coo_array, sp.dok_array)

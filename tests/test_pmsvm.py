@@ -118,7 +118,8 @@ def test_power_mean_at_extreme_magnitudes():
     for p in (-1.0, -8.0, -np.inf, 0.0):
         ref = power_mean(a, c, p)
         for v in (1e-300, 1e-170, 1e-20, 1e20, 1e160, 1e300):
-            np.testing.assert_allclose(power_mean(v * a, v * c, p), v * ref, rtol=1e-12, atol=0, err_msg=f"p={p}, v={v}")
+            np.testing.assert_allclose(power_mean(v * a, v * c, p), v * ref, rtol=1e-12, atol=0,
+                                       err_msg=f"p={p}, v={v}")
 
 
 def test_anchors_paper_and_chebyshev():
@@ -777,7 +778,7 @@ def test_bad_input(pendigits):
     with pytest.raises(ValueError, match="solver='dcd'"):  # Algorithm 4 has no squared hinge: never ignore it
         PmSVM(solver="sgd", loss="squared_hinge").fit(X, y)
     with pytest.raises(svmcore.NotFittedError):
-        PmSVM().table_
+        _ = PmSVM().table_
     with pytest.raises(ValueError, match="too close to 0"):  # x^p rounds to 1: M_p would be the minimum
         power_mean_kernel(X[:5], p=-1e-300)
     with pytest.raises(ValueError, match="step"):  # a step^-2 grid: 1e-5 asked for 75 GB

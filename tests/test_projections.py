@@ -128,7 +128,7 @@ def test_large_inputs_feasible_and_permutation_equivariant():
             # optimality: no feasible point on the segment towards a random feasible point is better
             y = project_topk_simplex(rng.normal(size=m), k, 5.0, 1.0)
 
-            def f(z):
+            def f(z, a=a):
                 return np.sum((a - z) ** 2) + z.sum() ** 2
 
             assert all(f(x) <= f(x + t * (y - x)) + 1e-9 for t in (1e-3, 1e-2, 0.1, 1.0))

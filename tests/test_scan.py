@@ -130,7 +130,7 @@ def test_prefilter_map_equals_window_scores(astro, prefilter):
 def test_prefilter_map_stride_is_the_subsampled_map(astro, prefilter, stride):
     level = cv2.resize(astro, (211, 187), interpolation=cv2.INTER_AREA)
     full = prefilter_map(level, prefilter)
-    for a, b in zip(prefilter_map(level, prefilter, stride), full):
+    for a, b in zip(prefilter_map(level, prefilter, stride), full, strict=True):
         np.testing.assert_array_equal(a, b[::stride, ::stride])
 
 
@@ -479,7 +479,7 @@ def test_cascade_stages_are_exact_at_their_thresholds(astro, svm):
     sx, sy = W / size[0], H / size[1]
     assert np.allclose(got[:, 2], 19 * sx) and np.allclose(got[:, 3], 19 * sy)
     pos = {(int(round(y / sy)), int(round(x / sx))) for x, y in got[:, :2]}
-    assert pos == {(int(a), int(b)) for a, b in zip(ys[ok], xs[ok])}
+    assert pos == {(int(a), int(b)) for a, b in zip(ys[ok], xs[ok], strict=True)}
 
 
 def test_refine_scores_exactly_the_windows_its_definition_names(astro, svm):
@@ -514,7 +514,7 @@ def test_refine_scores_exactly_the_windows_its_definition_names(astro, svm):
         size = (max(19, int(round(W / s))), max(19, int(round(H / s))))
         sx, sy = W / size[0], H / size[1]
         expected = set()
-        for y0, x0 in zip(np.rint(cy / sy - 9.5), np.rint(cx / sx - 9.5)):
+        for y0, x0 in zip(np.rint(cy / sy - 9.5), np.rint(cx / sx - 9.5), strict=True):
             for dy in (-1, 0, 1):
                 for dx in (-1, 0, 1):
                     y, x = int(y0 + dy), int(x0 + dx)

@@ -539,7 +539,8 @@ def test_save_load_roundtrip_and_refusals(cbcl_small, tmp_path):
     (np.random.default_rng(0).random((5, 2)), [0, 1, 0, 1, 0], {"kernel": "sigmoidal"}, ValueError, "kernel"),
     (np.random.default_rng(0).random((5, 2)), [0, 1, 0, 1, 0], {"gamma": -2.0}, ValueError, "gamma"),
     (np.random.default_rng(0).random((5, 2)), [0, 1, 0, 1, 0], {"kernel": "precomputed"}, ValueError, "square"),
-    (np.random.default_rng(0).random((5, 2)), [0, 1, 0, 1, 0], {"verbose": "loud"}, TypeError, "verbose: expected a bool"),
+    (np.random.default_rng(0).random((5, 2)), [0, 1, 0, 1, 0], {"verbose": "loud"}, TypeError,
+     "verbose: expected a bool"),
     (np.random.default_rng(0).random((5, 2)), [0, 1, 0, 1, 0], {"gamma": "foo"}, ValueError,
      "gamma: expected 'scale', 'auto' or a number > 0, got 'foo'"),
     (np.random.default_rng(0).random((5, 2)), [0, 1, 0, 1, 0], {"gamma": None}, TypeError,
@@ -679,7 +680,7 @@ def test_linear_coef_and_n_support_match_libsvm(cbcl_small, pendigits_small):
     np.testing.assert_allclose(ours.coef_, -ref.coef_, atol=2e-2 * np.abs(ref.coef_).max())
     assert np.abs(ours.n_support_ - ref.n_support_).max() <= 2
     with pytest.raises(svmcore.NotFittedError):
-        svmcore.SVC(kernel="linear").coef_
+        _ = svmcore.SVC(kernel="linear").coef_
 
 
 def _libsvm_pair_coef(ref, y, n):

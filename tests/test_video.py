@@ -33,7 +33,7 @@ def test_frames_read_back_exactly_with_index_and_time(video):
     path, frames = video
     got = list(read_video(path))
     assert [(i, t) for i, t, _ in got] == [(0, 0.0), (1, 0.5), (2, 1.0), (3, 1.5)]
-    for (_, _, rgb), expected in zip(got, frames):
+    for (_, _, rgb), expected in zip(got, frames, strict=True):
         np.testing.assert_array_equal(rgb, expected)
     assert [i for i, _, _ in read_video(path, every=3)] == [0, 3]
 
@@ -47,7 +47,7 @@ def test_faces_per_frame_are_the_photos_faces(video):
     assert r.exit_code == 0, r.output
     records = json.loads(r.stdout)
     assert [(x["frame"], x["time"], x["width"], x["height"]) for x in records] == [(0, 0.0, *SIZE), (2, 1.0, *SIZE)]
-    for x, faces in zip(records, expected[::2]):
+    for x, faces in zip(records, expected[::2], strict=True):
         assert [[f[k] for k in "xywh"] for f in x["faces"]] == [[round(v) for v in f.box] for f in faces]
 
 
