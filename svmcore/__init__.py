@@ -21,6 +21,7 @@ _EXPORTS = {
     "KernelSVMPlus": "svmplus",
     "PmSVM": "pmsvm",
     "TopKSVM": "topk",
+    "CascadeSVC": "cascade",
     "NotFittedError": "_validation",
     "ConvergenceWarning": "_validation",
 }
