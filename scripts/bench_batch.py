@@ -44,12 +44,12 @@ with open(sys.argv[1], "w") as out:
 def run(cmd):
     """(wall seconds, CPU seconds, peak RSS in MB) of one process."""
     start = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL)
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - start
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode != 0:
-        sys.exit(f"{cmd[:3]} ... failed with exit code {proc.returncode}")
+        sys.exit(f"{cmd[:5]} ... failed with exit code {proc.returncode}")
     return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
 
 
