@@ -79,7 +79,8 @@ def make_photo(folder, megapixels):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--repeat", type=positive_int, default=3, help="rounds; the best of each is reported (default: %(default)s)")
+    ap.add_argument("--repeat", type=positive_int, default=3,
+                    help="rounds; the best of each is reported (default: %(default)s)")
     ap.add_argument("--megapixels", type=positive_int, default=None,
                     help="time one photo of about this many megapixels (default: none, the MIT+CMU batch)")
     ap.add_argument("--data", type=Path, default=DATA, help="the shared/data folder (default: %(default)s)")

@@ -952,7 +952,9 @@ def test_a_run_that_compiles_says_so_once(capsys):
 
     import facedet.cli as cli
 
-    saved = cli._notice.pop("listener", None)
+    saved = cli._notice.pop("listener", None)  # a command run by an earlier test registered one
+    if saved is not None:
+        event.unregister("numba:compile", saved)
     try:
         cli._notice_compiling()
         assert capsys.readouterr().err == ""
@@ -962,4 +964,5 @@ def test_a_run_that_compiles_says_so_once(capsys):
     finally:
         event.unregister("numba:compile", cli._notice.pop("listener"))
         if saved is not None:
+            event.register("numba:compile", saved)
             cli._notice["listener"] = saved
