@@ -10,6 +10,7 @@ It imports nothing heavy before it takes over Ctrl-C, so that any Ctrl-C ends th
 A Ctrl-C after the command's last output changes nothing. SIGTERM ends the command with exit code 143, its
 temporary files removed.
 """
+
 import signal
 import sys
 

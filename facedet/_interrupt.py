@@ -6,6 +6,7 @@ kernel is lost and the command would run on to print its results. :func:`check`,
 command shows (progress, output, files written), raises it again. Nothing heavy is imported here: the handler
 is installed before numpy, typer and numba load.
 """
+
 pressed = []
 finished = []
 

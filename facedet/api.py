@@ -5,6 +5,7 @@ Any image a user holds is accepted -- a path, a PIL image, a grey / RGB / BGR / 
 floats in [0, 1] -- and converted to the grey levels the command line sees for the same file, so that both
 find the same faces. The default model is loaded once per process and kept.
 """
+
 from __future__ import annotations
 
 import os
@@ -34,6 +35,7 @@ class Face:
     confidence: the score's calibrated probability of being a face in [0, 1] (:meth:`Detector.confidence`),
     None for a model without calibration.
     """
+
     x: float
     y: float
     w: float
@@ -51,8 +53,14 @@ class Face:
         return asdict(self)
 
 
-def detect(image: ImageLike, *, model: Union[None, str, os.PathLike, Detector] = None, color: str = "rgb",
-           min_confidence: Optional[float] = None, **scan_options: Any) -> list[Face]:
+def detect(
+    image: ImageLike,
+    *,
+    model: Union[None, str, os.PathLike, Detector] = None,
+    color: str = "rgb",
+    min_confidence: Optional[float] = None,
+    **scan_options: Any,
+) -> list[Face]:
     """Find the faces in one image, best first.
 
     Parameters
@@ -97,8 +105,7 @@ def detect(image: ImageLike, *, model: Union[None, str, os.PathLike, Detector] =
             raise ValueError(f"min_confidence: expected a value in [0, 1], got {min_confidence}")
     boxes = det.detect(to_grey(image, color=color))
     conf = det.confidence(boxes[:, 4])
-    faces = [Face(*map(float, b[:5]), confidence=None if conf is None else float(conf[i]))
-             for i, b in enumerate(boxes)]
+    faces = [Face(*map(float, b[:5]), confidence=None if conf is None else float(conf[i])) for i, b in enumerate(boxes)]
     if min_confidence is not None:
         faces = [f for f in faces if f.confidence >= min_confidence]
     return faces
@@ -112,8 +119,9 @@ def detect_many(images: Iterable[ImageLike], **options: Any) -> Iterator[tuple[I
         yield image, detect(image, **options)
 
 
-def detect_video(path: Union[str, os.PathLike], *, every: int = 1,
-                 **options: Any) -> Iterator[tuple[int, float, list[Face]]]:
+def detect_video(
+    path: Union[str, os.PathLike], *, every: int = 1, **options: Any
+) -> Iterator[tuple[int, float, list[Face]]]:
     """:func:`detect` on the frames of a video file (any container OpenCV reads), decoded one at a time.
 
     Yields ``(frame index, time in seconds, faces)`` for frames 0, every, 2 every, ...; options as for
@@ -138,8 +146,9 @@ def warmup(estimators: bool = False) -> float:
     img = np.random.default_rng(0).integers(0, 256, (64, 80), dtype=np.uint8)
     det.detect(img)
     # without the cascade and at any score, every window reaches the SVM, the refinement and the merge
-    everything = Detector(det.classifier, None, features=det.features, **{**det.params(), "threshold": -1e9,
-                                                                         "refine": -1e9})
+    everything = Detector(
+        det.classifier, None, features=det.features, **{**det.params(), "threshold": -1e9, "refine": -1e9}
+    )
     boxes = everything.detect(img)
     match_detections(boxes, boxes[:2, :4])
     if estimators:

@@ -7,6 +7,7 @@ given a ``distributed.Client``, in chunks on the cluster's workers (each loads t
 results as they finish. :func:`done_images` reads what a killed run already wrote, so that a restarted run
 skips it. The ``facedet detect`` command is a thin layer over these.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -24,8 +25,18 @@ import numpy as np
 from svmcore.persistence import regular_file_size
 
 from . import _interrupt
-from .imageio import (MAX_CSV_BYTES, MAX_PIXELS, ImageError, ImageTooLarge, is_video, read_rgb, read_video,
-                      video_fps, video_writer, write_image)
+from .imageio import (
+    MAX_CSV_BYTES,
+    MAX_PIXELS,
+    ImageError,
+    ImageTooLarge,
+    is_video,
+    read_rgb,
+    read_video,
+    video_fps,
+    video_writer,
+    write_image,
+)
 
 ANNOTATED = ".faces.png"  # suffix of the annotated images detect --out writes into a folder
 MAX_STDIN_BYTES = 2**30  # "-": an image file on standard input is read whole, up to 1 GiB
@@ -59,15 +70,20 @@ def expand_inputs(paths: Iterable[str | os.PathLike], from_list: str | os.PathLi
     if from_list is not None:
         size = regular_file_size(from_list, "list file")
         if size > MAX_CSV_BYTES:
-            raise ValueError(f"{os.fspath(from_list)}: {size:,} bytes, over the limit of {MAX_CSV_BYTES:,} "
-                             "for a list file")
+            raise ValueError(
+                f"{os.fspath(from_list)}: {size:,} bytes, over the limit of {MAX_CSV_BYTES:,} for a list file"
+            )
         try:
             text = Path(from_list).read_text(encoding="utf-8-sig")
         except UnicodeDecodeError as exc:
-            raise ValueError(f"{os.fspath(from_list)}: not a UTF-8 text list file ({exc.reason} at byte {exc.start})") \
-                from None
-        out += [s if "://" in s else str(Path(s)) for line in text.splitlines()
-                if (s := line.strip()) and not s.startswith("#")]
+            raise ValueError(
+                f"{os.fspath(from_list)}: not a UTF-8 text list file ({exc.reason} at byte {exc.start})"
+            ) from None
+        out += [
+            s if "://" in s else str(Path(s))
+            for line in text.splitlines()
+            if (s := line.strip()) and not s.startswith("#")
+        ]
     return out
 
 
@@ -113,8 +129,9 @@ def draw_boxes(rgb: np.ndarray, boxes: np.ndarray, labels: list[str] | None = No
             top = int(y) - th - base - t if y - th - base - t >= 0 else max(int(y), 0) + t
             x0 = max(int(x), 0)
             cv2.rectangle(img, (x0, top), (x0 + tw + 2 * t, top + th + base + t), (0, 255, 0), -1)
-            cv2.putText(img, labels[k], (x0 + t, top + th + t // 2), cv2.FONT_HERSHEY_SIMPLEX, scale, (0, 0, 0), t,
-                        cv2.LINE_AA)
+            cv2.putText(
+                img, labels[k], (x0 + t, top + th + t // 2), cv2.FONT_HERSHEY_SIMPLEX, scale, (0, 0, 0), t, cv2.LINE_AA
+            )
     return img
 
 
@@ -153,8 +170,9 @@ def _read_remote(name):
         try:
             import fsspec
         except ModuleNotFoundError:
-            raise ImageError(f"{name}: reading URLs needs fsspec (pip install fsspec, and s3fs, gcsfs, ... for the "
-                             "protocol)") from None
+            raise ImageError(
+                f"{name}: reading URLs needs fsspec (pip install fsspec, and s3fs, gcsfs, ... for the protocol)"
+            ) from None
         try:
             with fsspec.open(name, "rb") as f:
                 data = f.read(MAX_STDIN_BYTES + 1)
@@ -165,9 +183,19 @@ def _read_remote(name):
     return data
 
 
-def detect_file(det, path: str, *, target: Path | None = None, every: int = 1, max_pixels: int = MAX_PIXELS,
-                min_confidence: float | None = None, labels: bool = True, overwrite: bool = False,
-                threads: int | None = None, raised_by: str = "max_pixels=") -> tuple[list[dict], list[str]]:
+def detect_file(
+    det,
+    path: str,
+    *,
+    target: Path | None = None,
+    every: int = 1,
+    max_pixels: int = MAX_PIXELS,
+    min_confidence: float | None = None,
+    labels: bool = True,
+    overwrite: bool = False,
+    threads: int | None = None,
+    raised_by: str = "max_pixels=",
+) -> tuple[list[dict], list[str]]:
     """Detect faces in one image or video file; never raises for a bad file.
 
     Parameters
@@ -210,8 +238,11 @@ def detect_file(det, path: str, *, target: Path | None = None, every: int = 1, m
         conf = det.confidence(boxes[:, 4])
         if min_confidence is not None:
             boxes, conf = boxes[conf >= min_confidence], conf[conf >= min_confidence]
-        return boxes, {"width": int(rgb.shape[1]), "height": int(rgb.shape[0]),
-                       "faces": [face_record(b, None if conf is None else conf[i]) for i, b in enumerate(boxes)]}
+        return boxes, {
+            "width": int(rgb.shape[1]),
+            "height": int(rgb.shape[0]),
+            "faces": [face_record(b, None if conf is None else conf[i]) for i, b in enumerate(boxes)],
+        }
 
     try:
         with contextlib.ExitStack() as stack:
@@ -221,16 +252,24 @@ def detect_file(det, path: str, *, target: Path | None = None, every: int = 1, m
                 if target is not None and extra:
                     if write is None:
                         target.parent.mkdir(parents=True, exist_ok=True)
-                        write = stack.enter_context(video_writer(target, video_fps(path) / every,
-                                                                 (rgb.shape[1], rgb.shape[0]), overwrite=overwrite))
+                        write = stack.enter_context(
+                            video_writer(
+                                target, video_fps(path) / every, (rgb.shape[1], rgb.shape[0]), overwrite=overwrite
+                            )
+                        )
                     write(draw_boxes(rgb, boxes, box_labels(record) if labels else None))
                     _interrupt.check()
         if write is not None:  # each frame's record names the annotated video, as an image's does
             for r in records:
                 r["annotated"] = str(target)
     except (ImageError, ValueError, OSError) as exc:
-        message = exc.message(raised_by) if isinstance(exc, ImageTooLarge) else \
-            str(exc) if isinstance(exc, ImageError) else f"{path}: {exc}"
+        message = (
+            exc.message(raised_by)
+            if isinstance(exc, ImageTooLarge)
+            else str(exc)
+            if isinstance(exc, ImageError)
+            else f"{path}: {exc}"
+        )
         return records + [{"image": str(path), "error": message}], [message]
     if target is not None and not is_video(path):  # a failed write loses the picture, not the detections
         _interrupt.check()
@@ -243,8 +282,16 @@ def detect_file(det, path: str, *, target: Path | None = None, every: int = 1, m
     return records, failures
 
 
-def detect_files(det, jobs: list[tuple[str, Path | None]], *, client=None, model: str | os.PathLike | None = None,
-                 params: dict | None = None, chunk: int = CHUNK, **options) -> Iterator[tuple[list[dict], list[str]]]:
+def detect_files(
+    det,
+    jobs: list[tuple[str, Path | None]],
+    *,
+    client=None,
+    model: str | os.PathLike | None = None,
+    params: dict | None = None,
+    chunk: int = CHUNK,
+    **options,
+) -> Iterator[tuple[list[dict], list[str]]]:
     """:func:`detect_file` for each (path, target) of ``jobs``, yielding its (records, failures) as it finishes.
 
     Without ``client``: in order, on this process, with ``det``. With a ``distributed.Client``: in chunks of
@@ -258,10 +305,9 @@ def detect_files(det, jobs: list[tuple[str, Path | None]], *, client=None, model
         return
     from distributed import as_completed
 
-    chunks = [jobs[i:i + chunk] for i in range(0, len(jobs), chunk)]
+    chunks = [jobs[i : i + chunk] for i in range(0, len(jobs), chunk)]
     model, params_json = os.fspath(model), json.dumps(params or {}, sort_keys=True)
-    futures = client.map(_detect_chunk, chunks, model=model, params_json=params_json, options=options,
-                         pure=False)
+    futures = client.map(_detect_chunk, chunks, model=model, params_json=params_json, options=options, pure=False)
     for future in as_completed(futures):
         yield from future.result()
         future.release()

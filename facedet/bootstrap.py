@@ -6,6 +6,7 @@ non-face patches, retrain. Nothing else: bootstrapping is training plus scanning
 images, :func:`calibrate_box` fits the window-to-face-box map, :func:`choose_threshold` the operating point and
 :func:`calibrate_confidence` the scores' confidence.
 """
+
 from __future__ import annotations
 
 import os
@@ -26,8 +27,7 @@ from .preprocess import WINDOW
 from .scan import scan
 from .scoring import Prefilter
 
-SVM_DEFAULTS = {"C": 10.0, "kernel": "poly", "degree": 2, "gamma": "auto", "coef0": 1.0, "tol": 1e-3,
-                "cache_size": 500}
+SVM_DEFAULTS = {"C": 10.0, "kernel": "poly", "degree": 2, "gamma": "auto", "coef0": 1.0, "tol": 1e-3, "cache_size": 500}
 
 
 def fit_svm(features, y, callback=None, sample_weight=None, **svm_params):
@@ -85,8 +85,17 @@ def training_set(X, y, augmentation=None, features="osuna"):
     return F, np.r_[np.ones(len(faces), np.int64), np.zeros(len(nonfaces), np.int64)]
 
 
-def train_detector(X, y, *, negative_images=(), augmentation=None, callback=None, svm_params=None,
-                   prefilter_params=None, **detector_params):
+def train_detector(
+    X,
+    y,
+    *,
+    negative_images=(),
+    augmentation=None,
+    callback=None,
+    svm_params=None,
+    prefilter_params=None,
+    **detector_params,
+):
     """A :class:`Detector` trained on windows X (n, 19, 19) uint8, labels y (n,) in {0, 1}.
 
     augmentation: keyword arguments of :func:`facedet.patches.augment` for the faces (default: mirror).
@@ -97,8 +106,7 @@ def train_detector(X, y, *, negative_images=(), augmentation=None, callback=None
     check_params(**detector_params)
     check_svm_params(**(svm_params or {}))
     F, labels = training_set(X, y, augmentation)
-    prefilter = fit_prefilter(np.asarray(X), np.asarray(y), negative_images, augmentation,
-                              **(prefilter_params or {}))
+    prefilter = fit_prefilter(np.asarray(X), np.asarray(y), negative_images, augmentation, **(prefilter_params or {}))
     clf = fit_svm(F, labels, callback=callback, **(svm_params or {}))
     return Detector(clf, prefilter, **detector_params), F, labels
 
@@ -153,16 +161,29 @@ def keeps_training_rows(classifier):
 @dataclass
 class Round:
     """One bootstrapping round: the detector trained on ``n_nonfaces`` non-face patches and its figures."""
+
     round: int
     n_nonfaces: int
-    n_support: int           # support vectors (0 for a classifier without, e.g. PmSVM)
-    fp_windows: int          # windows above threshold on the negative images
-    fp_detections: int       # after merging (min_neighbors), on the negative images
+    n_support: int  # support vectors (0 for a classifier without, e.g. PmSVM)
+    fp_windows: int  # windows above threshold on the negative images
+    fp_detections: int  # after merging (min_neighbors), on the negative images
     scores: dict = field(default_factory=dict)  # extra figures from ``evaluate`` (e.g. detection rates)
 
 
-def bootstrap(detector, negative_images, rounds, *, features=None, labels=None, sample_weight=None,
-              max_per_image=300, evaluate=None, callback=None, svm_params=None, client=None):
+def bootstrap(
+    detector,
+    negative_images,
+    rounds,
+    *,
+    features=None,
+    labels=None,
+    sample_weight=None,
+    max_per_image=300,
+    evaluate=None,
+    callback=None,
+    svm_params=None,
+    client=None,
+):
     """Run ``rounds`` rounds of hard-negative mining from a trained detector.
 
     negative_images: face-free grey (or RGB) arrays, or paths. client: a ``distributed.Client`` whose workers scan
@@ -186,8 +207,10 @@ def bootstrap(detector, negative_images, rounds, *, features=None, labels=None, 
         if labels is not None:
             raise ValueError("bootstrap: labels given without features")
         if not keeps_training_rows(clf):
-            raise ValueError(f"bootstrap: this {type(clf).__name__} keeps no training rows (a PmSVM, or a reduced "
-                             "set); pass features and labels")
+            raise ValueError(
+                f"bootstrap: this {type(clf).__name__} keeps no training rows (a PmSVM, or a reduced "
+                "set); pass features and labels"
+            )
         features = clf.support_vectors_  # CSR if the SVC was fitted on CSR rows (np.asarray: a 0-d object array)
         features = features.toarray() if sp.issparse(features) else np.asarray(features)
         labels = (np.ravel(clf.dual_coef_) > 0).astype(np.int64)
@@ -196,8 +219,9 @@ def bootstrap(detector, negative_images, rounds, *, features=None, labels=None, 
     features, labels = np.asarray(features), np.asarray(labels)
     width = detector.window_features(np.zeros((1, WINDOW, WINDOW))).shape[1]
     if features.ndim != 2 or features.shape[1] != width or labels.shape != (len(features),):
-        raise ValueError(f"bootstrap: expected features (n, {width}) and labels (n,), got {features.shape} and "
-                         f"{labels.shape}")
+        raise ValueError(
+            f"bootstrap: expected features (n, {width}) and labels (n,), got {features.shape} and {labels.shape}"
+        )
     # else the refit after the first scan fails (NaN rows), or learns a third class beside the mined 0s
     if not np.isin(labels, (0, 1)).all():
         raise ValueError(f"bootstrap: labels must be 0 (non-face) or 1 (face), got values {np.unique(labels)[:5]}")
@@ -215,8 +239,16 @@ def bootstrap(detector, negative_images, rounds, *, features=None, labels=None, 
     for r in range(rounds + 1):
         windows, n_windows, n_dets = mine_negatives(detector, negative_images, max_per_image, callback, client)
         n_support = getattr(detector.classifier, "support_", np.empty(0)).size
-        table.append(Round(r, int((labels == 0).sum()), int(n_support), int(n_windows.sum()), int(n_dets.sum()),
-                           evaluate(detector) if evaluate else {}))
+        table.append(
+            Round(
+                r,
+                int((labels == 0).sum()),
+                int(n_support),
+                int(n_windows.sum()),
+                int(n_dets.sum()),
+                evaluate(detector) if evaluate else {},
+            )
+        )
         if callback is not None:
             callback({"event": "round", "round": table[-1], "detector": detector})
         if r == rounds or len(windows) == 0:
@@ -227,8 +259,12 @@ def bootstrap(detector, negative_images, rounds, *, features=None, labels=None, 
         if sample_weight is not None:
             sample_weight = np.concatenate([sample_weight, np.ones(len(windows))])
             fit_kw["sample_weight"] = sample_weight
-        detector = Detector(type(clf)(**params).fit(features, labels, **fit_kw), detector.prefilter,
-                            features=detector.features, **detector.params())
+        detector = Detector(
+            type(clf)(**params).fit(features, labels, **fit_kw),
+            detector.prefilter,
+            features=detector.features,
+            **detector.params(),
+        )
     return detector, features, labels, table
 
 
@@ -248,13 +284,22 @@ def best_windows(detector, items, sizes=(0.5, 1.1)):
             cx, cy = x + w / 2, y + h / 2
             half = sizes[1] * w / 2 + w / 4 + 1
             x0, y0 = int(max(cx - half, 0)), int(max(cy - half, 0))
-            crop = g[y0:int(cy + half) + 1, x0:int(cx + half) + 1]
+            crop = g[y0 : int(cy + half) + 1, x0 : int(cx + half) + 1]
             lo = max(sizes[0] * w, 19.0)
             if min(crop.shape) < lo:
                 continue
-            boxes, win = scan(crop, detector.score_features, detector.window_features, None, scale_factor=1.05,
-                              stride=1, min_window=lo, max_window=sizes[1] * w, threshold=-np.inf,
-                              return_windows=True)
+            boxes, win = scan(
+                crop,
+                detector.score_features,
+                detector.window_features,
+                None,
+                scale_factor=1.05,
+                stride=1,
+                min_window=lo,
+                max_window=sizes[1] * w,
+                threshold=-np.inf,
+                return_windows=True,
+            )
             wx, wy = boxes[:, 0] + boxes[:, 2] / 2 + x0, boxes[:, 1] + boxes[:, 3] / 2 + y0
             near = np.flatnonzero((np.abs(wx - cx) <= w / 4) & (np.abs(wy - cy) <= w / 4))
             if len(near) == 0:
@@ -291,9 +336,13 @@ def scan_items(detector, items, threshold):
     return [low.scan_windows(as_grey(item[0])) for item in items]
 
 
-def choose_threshold(detector, items,
-                     candidates=np.round(np.arange(-1.0, 1.01, 0.1), 2),  # noqa: B008 (read only: np.sort copies it)
-                     neighbors=(1, 2, 3, 4), windows=None):
+def choose_threshold(
+    detector,
+    items,
+    candidates=np.round(np.arange(-1.0, 1.01, 0.1), 2),  # noqa: B008 (read only: np.sort copies it)
+    neighbors=(1, 2, 3, 4),
+    windows=None,
+):
     """Pick the operating point (SVM threshold, min_neighbors) on annotated training images: the pair
     maximising F1 = 2 hits / (2 hits + false positives + misses) (IoU >= 0.5, one-to-one). A few training
     faces leave the maximum flat over a run of thresholds: the min_neighbors with the longest such run is
@@ -367,15 +416,18 @@ def calibrate_confidence(detector, items, threshold=None, iou_threshold=0.5, win
     for w, (_img, truth, *ignore) in zip(windows, items, strict=True):
         merged = merge_detections(w[w[:, 4] > threshold], detector.merge_iou, detector.min_neighbors)
         dets = detector.windows_to_boxes(merged[:, :5])
-        m = match_detections(dets, np.asarray(truth, float).reshape(-1, 4), ignore[0] if ignore else None,
-                             iou_threshold=iou_threshold)
+        m = match_detections(
+            dets, np.asarray(truth, float).reshape(-1, 4), ignore[0] if ignore else None, iou_threshold=iou_threshold
+        )
         keep = ~m["is_ignored"]
         scores.append(dets[keep, 4])
         is_face.append(m["is_tp"][keep])
     scores, is_face = np.concatenate(scores), np.concatenate(is_face)
     if is_face.all() or not is_face.any():
-        raise ValueError(f"calibrate_confidence: {len(scores)} detections, {int(is_face.sum())} of them faces: "
-                         "need both faces and false positives (lower the threshold or add face-free images)")
+        raise ValueError(
+            f"calibrate_confidence: {len(scores)} detections, {int(is_face.sum())} of them faces: "
+            "need both faces and false positives (lower the threshold or add face-free images)"
+        )
     A, B = fit_sigmoid(scores, is_face)
     if A >= 0:
         raise ValueError(f"calibrate_confidence: the fitted confidence falls as the score rises (A = {A:.3g})")

@@ -5,6 +5,7 @@ an input file failed (each bad file is reported on stderr and the other files ar
 could not be written; 2 usage error (bad option, missing or unusable model, folder or CSV); 130 on Ctrl-C
 (:mod:`facedet.__main__`).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -31,15 +32,20 @@ def exit_codes(failed="an input file", unusable="model, folder, CSV or output pa
     in what their inputs are (``failed``: the files whose failure is exit 1; ``unusable``: the inputs that make a
     usage error besides a bad option; ``also``: a usage error found in the course of the work). 130 comes from
     :mod:`facedet.__main__`'s Ctrl-C handler."""
-    return (f"Exit codes: 0 success; 1 if {failed} could not be read (each is reported on stderr, the others are "
-            f"processed) or an output could not be written; 2 usage error (a bad option, or a missing or unusable "
-            f"{unusable}{f'; also if {also}' if also else ''}); 130 interrupted (Ctrl-C).")
+    return (
+        f"Exit codes: 0 success; 1 if {failed} could not be read (each is reported on stderr, the others are "
+        f"processed) or an output could not be written; 2 usage error (a bad option, or a missing or unusable "
+        f"{unusable}{f'; also if {also}' if also else ''}); 130 interrupted (Ctrl-C)."
+    )
 
 
-app = typer.Typer(add_completion=False, no_args_is_help=True,
-                  help="Face detection with a polynomial SVM on 19x19 windows (Osuna, Freund, Girosi 1997), or an "
-                       "additive-kernel PmSVM on HOG.",
-                  epilog=exit_codes() + " Machine output (--json) is the only thing on stdout.")
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="Face detection with a polynomial SVM on 19x19 windows (Osuna, Freund, Girosi 1997), or an "
+    "additive-kernel PmSVM on HOG.",
+    epilog=exit_codes() + " Machine output (--json) is the only thing on stdout.",
+)
 # soft_wrap: one message per line when piped (grep-able); file names are never read as rich markup
 out = Console(soft_wrap=True)
 err = Console(stderr=True, soft_wrap=True)
@@ -101,9 +107,12 @@ def _check_not_input(paths, option: str, inputs: dict):
         if target is not None and target.suffix.lower() in IMAGE_SUFFIXES:
             name = next((folders[p] for p in target.parents if p in folders), None)
             if name is not None:  # (a new file there would be read as an image of that input later)
-                _usage(f"{option} {path}: is an image in the {name} input; it would be overwritten"
-                       if os.path.isfile(target) else f"{option} {path}: is inside the {name} input folder, "
-                       "where it would be read as an image; write it elsewhere")
+                _usage(
+                    f"{option} {path}: is an image in the {name} input; it would be overwritten"
+                    if os.path.isfile(target)
+                    else f"{option} {path}: is inside the {name} input folder, "
+                    "where it would be read as an image; write it elsewhere"
+                )
 
 
 _stdout = {"lost": False}  # set when standard output could not take a command's results
@@ -144,8 +153,11 @@ def _version(value: bool):
 
 
 @app.callback()
-def _start(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
-                                        help="Print the version and exit.")):
+def _start(
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
+    ),
+):
     # each run (or CliRunner invocation in one process) starts with a working standard output
     _stdout["lost"] = False
 
@@ -183,8 +195,12 @@ def _notice_compiling():
         def on_start(self, ev):  # compilation only: a kernel loaded from the cache sends no event
             if not self.shown:
                 self.shown = True
-                err.print("note: compiling machine code on first use, once per install (`facedet warmup` does it "
-                          "ahead)", markup=False, highlight=False, style="dim")
+                err.print(
+                    "note: compiling machine code on first use, once per install (`facedet warmup` does it ahead)",
+                    markup=False,
+                    highlight=False,
+                    style="dim",
+                )
 
         def on_end(self, ev):
             pass
@@ -219,14 +235,23 @@ class _Progress(Progress):
 
 
 def _progress():
-    return _Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                     TextColumn("{task.fields[info]}"), TimeElapsedColumn(), console=err, transient=True)
+    return _Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[info]}"),
+        TimeElapsedColumn(),
+        console=err,
+        transient=True,
+    )
 
 
 def _svm_callback(progress, task):
     def callback(info):
         if "kkt_violation" in info:
             progress.update(task, info=f"iteration {info['n_iter']}, KKT violation {info['kkt_violation']:.2e}")
+
     return callback
 
 
@@ -239,7 +264,8 @@ _MAX_PIXELS_HELP = (
     "the memory is there: finding the faces in a photo peaks at about 23-25 bytes a pixel, 1.5 GB at 60 MP, 2.8 GB "
     "at 120 MP, 4.5 GB at 200 MP (measured with 1 and 2 threads alike), and train, bootstrap and calibrate keep "
     "every image they read, 1 byte a pixel. Above 178,956,970 Pillow's own limit is raised too, for these reads "
-    "only.")
+    "only."
+)
 
 
 def _max_pixels_option():
@@ -277,8 +303,10 @@ def _read_images(paths, progress, description, max_pixels):
         try:
             grey = read_grey(p, max_pixels=max_pixels)
             if min(grey.shape) < WINDOW:
-                _report("note:", f"{p}: {grey.shape[1]}x{grey.shape[0]} is smaller than the {WINDOW}x{WINDOW} "
-                                 "window; not used")
+                _report(
+                    "note:",
+                    f"{p}: {grey.shape[1]}x{grey.shape[0]} is smaller than the {WINDOW}x{WINDOW} window; not used",
+                )
             else:
                 images.append((p, grey))
         except ImageError as exc:
@@ -324,9 +352,16 @@ def _patches(faces, nonfaces, data, split, max_pixels, landmarks=None, photos=No
             # one tilted copy a face; the mirror images come with --mirror, as for the other faces
             with open_csv(landmarks, "landmark CSV") as reader:  # a CSV without splits: all its rows
                 has_split = "split" in [c.strip().lower() for c in reader.fieldnames or []]
-            F, _, _ = load_landmark_faces(landmarks, photos if photos is not None else landmarks.parent / "images",
-                                          CBCL_FRAMING, split=split if has_split else None, rotations=1,
-                                          mirror=False, errors=errors, max_pixels=max_pixels)
+            F, _, _ = load_landmark_faces(
+                landmarks,
+                photos if photos is not None else landmarks.parent / "images",
+                CBCL_FRAMING,
+                split=split if has_split else None,
+                rotations=1,
+                mirror=False,
+                errors=errors,
+                max_pixels=max_pixels,
+            )
             X, y = np.concatenate([F, X]), np.r_[np.ones(len(F), np.int64), y]
     except (OSError, ValueError) as exc:
         usage = f"{what}: {exc}"
@@ -341,8 +376,9 @@ def _patches(faces, nonfaces, data, split, max_pixels, landmarks=None, photos=No
 
 def _typed(ctx, names):
     """Those of the options ``names`` (parameter names) given on the command line, as --option-names."""
-    return [f"--{n.replace('_', '-')}" for n in names
-            if getattr(ctx.get_parameter_source(n), "name", None) == "COMMANDLINE"]
+    return [
+        f"--{n.replace('_', '-')}" for n in names if getattr(ctx.get_parameter_source(n), "name", None) == "COMMANDLINE"
+    ]
 
 
 def _split_needs_data(ctx, data):
@@ -350,59 +386,93 @@ def _split_needs_data(ctx, data):
         _usage("--split: selects a split of --data; give --data")
 
 
-@app.command(epilog=exit_codes("a face, non-face or --negatives image", "data file, folder or output path",
-                                 "no --negatives image is usable"))
+@app.command(
+    epilog=exit_codes(
+        "a face, non-face or --negatives image", "data file, folder or output path", "no --negatives image is usable"
+    )
+)
 def train(
     ctx: typer.Context,
     out_path: Path = typer.Option(..., "--out", help="Model file to write (.npz)."),
     faces: Optional[Path] = typer.Option(None, help="Folder of face images (any size; resized to 19x19)."),
     nonfaces: Optional[Path] = typer.Option(None, help="Folder of non-face images (any size; resized to 19x19)."),
-    data: Optional[Path] = typer.Option(None, help="Patch .npz (X_<split>, y_<split> or X, y; 1 = face), or a "
-                                                   "folder holding face/ and non-face/ (or <split>/face, ...)."),
+    data: Optional[Path] = typer.Option(
+        None,
+        help="Patch .npz (X_<split>, y_<split> or X, y; 1 = face), or a "
+        "folder holding face/ and non-face/ (or <split>/face, ...).",
+    ),
     split: str = typer.Option("train", help="Split to read from --data (the CBCL files have train and test)."),
-    landmarks: Optional[Path] = typer.Option(None, help="More faces, cut from photos by their landmarks: a CSV "
-                                                        "with columns image, left_eye_x, left_eye_y, right_eye_x, "
-                                                        "right_eye_y, mouth_x, mouth_y (pixels; split: rows of "
-                                                        "--split only), as caltech_webfaces/landmarks.csv. Each "
-                                                        "face of at least 20 px gives its window as in the photo "
-                                                        "and one tilted by up to 20 degrees."),
-    photos: Optional[Path] = typer.Option(None, help="Folder the --landmarks CSV's image names are in (default: "
-                                                     "images/ beside the CSV)."),
-    negatives: Optional[Path] = typer.Option(None, help="Folder of face-free images (subfolders "
-                                                        "included): random windows from them train the cascade "
-                                                        "prefilter."),
-    classifier: str = typer.Option("svc", help="svc: svmcore.SVC (--kernel ...) on Osuna-preprocessed pixels; "
-                                               "pmsvm: additive-kernel svmcore.PmSVM (--p) scored by its lookup "
-                                               "table in O(d) per window, on nonnegative features (hog)."),
-    features: Optional[str] = typer.Option(None, help="Window features: osuna (the default for svc; the only "
-                                                      "one it takes) or hog (the default for pmsvm)."),
-    p: float = typer.Option(-1.0, "--p", help="PmSVM power mean kernel: -1 chi-square, -8 ~ intersection, "
-                                              "0 Hellinger (pmsvm only)."),
-    kernel: str = typer.Option("poly", help="SVM kernel: poly, rbf or linear (poly 2 and linear score fastest; "
-                                            "svc only)."),
+    landmarks: Optional[Path] = typer.Option(
+        None,
+        help="More faces, cut from photos by their landmarks: a CSV "
+        "with columns image, left_eye_x, left_eye_y, right_eye_x, "
+        "right_eye_y, mouth_x, mouth_y (pixels; split: rows of "
+        "--split only), as caltech_webfaces/landmarks.csv. Each "
+        "face of at least 20 px gives its window as in the photo "
+        "and one tilted by up to 20 degrees.",
+    ),
+    photos: Optional[Path] = typer.Option(
+        None, help="Folder the --landmarks CSV's image names are in (default: images/ beside the CSV)."
+    ),
+    negatives: Optional[Path] = typer.Option(
+        None,
+        help="Folder of face-free images (subfolders included): random windows from them train the cascade prefilter.",
+    ),
+    classifier: str = typer.Option(
+        "svc",
+        help="svc: svmcore.SVC (--kernel ...) on Osuna-preprocessed pixels; "
+        "pmsvm: additive-kernel svmcore.PmSVM (--p) scored by its lookup "
+        "table in O(d) per window, on nonnegative features (hog).",
+    ),
+    features: Optional[str] = typer.Option(
+        None, help="Window features: osuna (the default for svc; the only one it takes) or hog (the default for pmsvm)."
+    ),
+    p: float = typer.Option(
+        -1.0, "--p", help="PmSVM power mean kernel: -1 chi-square, -8 ~ intersection, 0 Hellinger (pmsvm only)."
+    ),
+    kernel: str = typer.Option(
+        "poly", help="SVM kernel: poly, rbf or linear (poly 2 and linear score fastest; svc only)."
+    ),
     degree: int = typer.Option(2, help="Polynomial degree (svc, poly kernel)."),
-    C: Optional[float] = typer.Option(None, "--C", help="SVM regularisation constant C > 0 (default 10 for svc, "
-                                                        "1 for pmsvm)."),
+    C: Optional[float] = typer.Option(
+        None, "--C", help="SVM regularisation constant C > 0 (default 10 for svc, 1 for pmsvm)."
+    ),
     gamma: str = typer.Option("auto", help="Kernel gamma: a number > 0, 'auto' (1/283) or 'scale' (svc only)."),
     coef0: float = typer.Option(1.0, help="Kernel coef0 (svc, poly kernel)."),
-    tol: Optional[float] = typer.Option(None, help="Solver stopping tolerance: the KKT violation for svc (default "
-                                                   "1e-3), the spread of projected gradients for pmsvm (default "
-                                                   "0.1, LIBLINEAR's)."),
-    max_iter: Optional[int] = typer.Option(None, min=1, help="Solver iteration cap: SMO iterations for svc "
-                                                             "(default: none), epochs for pmsvm (default 3000)."),
+    tol: Optional[float] = typer.Option(
+        None,
+        help="Solver stopping tolerance: the KKT violation for svc (default "
+        "1e-3), the spread of projected gradients for pmsvm (default "
+        "0.1, LIBLINEAR's).",
+    ),
+    max_iter: Optional[int] = typer.Option(
+        None,
+        min=1,
+        help="Solver iteration cap: SMO iterations for svc (default: none), epochs for pmsvm (default 3000).",
+    ),
     mirror: bool = typer.Option(True, help="Add mirror images of the faces."),
-    shifts: int = typer.Option(0, min=0, max=9, help="Add face copies shifted by 1 to this many pixels (0-9: a "
-                                                     "larger shift moves most of the face out of the 19x19 "
-                                                     "window); each pixel adds 4 copies (up, down, left, right) of "
-                                                     "every face and of its mirror image."),
-    stride: int = typer.Option(2, help="Saved scanning default (not used in fitting): stride in pixels (1-19) per "
-                                       "pyramid level."),
+    shifts: int = typer.Option(
+        0,
+        min=0,
+        max=9,
+        help="Add face copies shifted by 1 to this many pixels (0-9: a "
+        "larger shift moves most of the face out of the 19x19 "
+        "window); each pixel adds 4 copies (up, down, left, right) of "
+        "every face and of its mirror image.",
+    ),
+    stride: int = typer.Option(
+        2, help="Saved scanning default (not used in fitting): stride in pixels (1-19) per pyramid level."
+    ),
     scale_factor: float = typer.Option(1.2, help="Saved scanning default: pyramid step >= 1.01."),
-    refine: str = typer.Option("0", help="Saved scanning default, coarse-to-fine: around every window scoring "
-                                         "above this SVM value, also score stride 1 and the pyramid's half steps; "
-                                         "'off': grid only."),
-    threshold: float = typer.Option(0.0, help="Saved scanning default: SVM decision value above which a window "
-                                              "is a face."),
+    refine: str = typer.Option(
+        "0",
+        help="Saved scanning default, coarse-to-fine: around every window scoring "
+        "above this SVM value, also score stride 1 and the pyramid's half steps; "
+        "'off': grid only.",
+    ),
+    threshold: float = typer.Option(
+        0.0, help="Saved scanning default: SVM decision value above which a window is a face."
+    ),
     max_pixels: int = _max_pixels_option(),
 ):
     """Train a detector on face and non-face patches."""
@@ -431,10 +501,19 @@ def train(
     if _typed(ctx, ["max_pixels"]) and negatives is None and data is not None and data.is_file():
         _usage(f"--max-pixels: no image file is read (--data {data} holds the patches as arrays; no --negatives)")
     _check_output(out_path, "--out")
-    _check_not_input(out_path, "--out", {"--data": data, "--faces": faces, "--nonfaces": nonfaces,
-                                         "--negatives": negatives, "--landmarks": landmarks, "--photos": photos})
-    scan_params = {"stride": stride, "scale_factor": scale_factor, "threshold": threshold,
-                   "refine": _refine(refine)}
+    _check_not_input(
+        out_path,
+        "--out",
+        {
+            "--data": data,
+            "--faces": faces,
+            "--nonfaces": nonfaces,
+            "--negatives": negatives,
+            "--landmarks": landmarks,
+            "--photos": photos,
+        },
+    )
+    scan_params = {"stride": stride, "scale_factor": scale_factor, "threshold": threshold, "refine": _refine(refine)}
     given = {k: v for k, v in (("C", C), ("tol", tol), ("max_iter", max_iter)) if v is not None}  # else the defaults
     if classifier == "svc":
         g = gamma if gamma in ("auto", "scale") else _number(gamma, "--gamma")
@@ -459,28 +538,49 @@ def train(
         try:
             if classifier == "svc":
                 det, _, labels = train_detector(
-                    X, y, negative_images=negative_images, augmentation=augmentation,
-                    callback=_svm_callback(progress, task), **scan_params, svm_params=clf_params)
+                    X,
+                    y,
+                    negative_images=negative_images,
+                    augmentation=augmentation,
+                    callback=_svm_callback(progress, task),
+                    **scan_params,
+                    svm_params=clf_params,
+                )
             else:
                 det, _, labels = train_pmsvm_detector(
-                    X, y, features=features, negative_images=negative_images, augmentation=augmentation,
-                    pmsvm_params=clf_params, **scan_params)
+                    X,
+                    y,
+                    features=features,
+                    negative_images=negative_images,
+                    augmentation=augmentation,
+                    pmsvm_params=clf_params,
+                    **scan_params,
+                )
         except (TypeError, ValueError) as exc:
             _usage(_as_options(exc, names))
     _write(det.save, out_path)
     clf = det.classifier
-    size = (f"{clf.support_.size} support vectors" if classifier == "svc" else
-            f"PmSVM p={clf.p}, lookup table {clf.coef_.shape[1]}x{clf.lut_bins}, {clf.n_iter_[0]} epochs")
+    size = (
+        f"{clf.support_.size} support vectors"
+        if classifier == "svc"
+        else f"PmSVM p={clf.p}, lookup table {clf.coef_.shape[1]}x{clf.lut_bins}, {clf.n_iter_[0]} epochs"
+    )
     faces_fit = int((labels == 1).sum())  # with the mirror images and shifted copies
     added = " and ".join(w for w, on in (("mirrors", mirror), ("shifts", shifts > 0)) if on)
     copies = f" ({faces_fit} with {added})" if faces_fit != int(y.sum()) else ""
-    _print(f"trained on {int(y.sum())} faces{copies} and {int((labels != 1).sum())} non-faces ({features} "
-           f"features): {size}; wrote {out_path}", markup=False, highlight=False)
+    _print(
+        f"trained on {int(y.sum())} faces{copies} and {int((labels != 1).sum())} non-faces ({features} "
+        f"features): {size}; wrote {out_path}",
+        markup=False,
+        highlight=False,
+    )
     _exit(failed or nfail)
 
 
-_SCHEDULER_HELP = ("Run on the Dask cluster of this scheduler (tcp://host:8786; default: $DASK_SCHEDULER_ADDRESS), "
-                   "whose workers read the same paths; needs the dask extra.")
+_SCHEDULER_HELP = (
+    "Run on the Dask cluster of this scheduler (tcp://host:8786; default: $DASK_SCHEDULER_ADDRESS), "
+    "whose workers read the same paths; needs the dask extra."
+)
 _WORKERS_HELP = "Run on a local Dask cluster of this many processes (default: this process only); needs the dask extra."
 
 
@@ -494,8 +594,10 @@ def _client(scheduler, workers):
         _usage(f"--scheduler/--workers: {exc}")
 
 
-_THREADS_HELP = ("Threads: pyramid levels scanned at once (default: $NUMBA_NUM_THREADS, else every core, at most "
-                 "4; each holds a level's arrays); the boxes do not depend on it.")
+_THREADS_HELP = (
+    "Threads: pyramid levels scanned at once (default: $NUMBA_NUM_THREADS, else every core, at most "
+    "4; each holds a level's arrays); the boxes do not depend on it."
+)
 
 
 def _number(text, name):
@@ -510,21 +612,25 @@ def _refine(text):
     return None if text.lower() == "off" else _number(text, "--refine")
 
 
-@app.command(epilog=exit_codes("a patch or --negatives image", "model, data file, folder or output path",
-                                 "no --negatives image is usable"))
+@app.command(
+    epilog=exit_codes(
+        "a patch or --negatives image", "model, data file, folder or output path", "no --negatives image is usable"
+    )
+)
 def bootstrap(
     ctx: typer.Context,
     model: Path = typer.Option(..., help="Trained model to start from."),
     negatives: Path = typer.Option(..., help="Folder of images that contain no face (subfolders included)."),
     rounds: int = typer.Option(2, min=1, help="Rounds of: scan negatives, add false positives, retrain."),
     out_path: Path = typer.Option(..., "--out", help="Model file to write."),
-    faces: Optional[Path] = typer.Option(None, help="Face patch folder to retrain on (default: the model's "
-                                                    "support vectors; a PmSVM model needs patches)."),
+    faces: Optional[Path] = typer.Option(
+        None,
+        help="Face patch folder to retrain on (default: the model's support vectors; a PmSVM model needs patches).",
+    ),
     nonfaces: Optional[Path] = typer.Option(None, help="Non-face patch folder (with --faces)."),
     data: Optional[Path] = typer.Option(None, help="Patch .npz or folder to retrain on instead of --faces/--nonfaces."),
     split: str = typer.Option("train", help="Split to read from --data."),
-    max_per_image: int = typer.Option(300, min=1, help="At most this many false positives kept per image and "
-                                                       "round."),
+    max_per_image: int = typer.Option(300, min=1, help="At most this many false positives kept per image and round."),
     scheduler: Optional[str] = typer.Option(None, help=_SCHEDULER_HELP + " The negatives are scanned there."),
     workers: Optional[int] = typer.Option(None, min=1, help=_WORKERS_HELP),
     max_pixels: int = _max_pixels_option(),
@@ -534,8 +640,11 @@ def bootstrap(
 
     _split_needs_data(ctx, data)
     _check_output(out_path, "--out")
-    _check_not_input(out_path, "--out", {"--model": model, "--data": data, "--faces": faces, "--nonfaces": nonfaces,
-                                         "--negatives": negatives})
+    _check_not_input(
+        out_path,
+        "--out",
+        {"--model": model, "--data": data, "--faces": faces, "--nonfaces": nonfaces, "--negatives": negatives},
+    )
     negative_files = _image_files(negatives, "--negatives")
     det = _load_detector(model)
     features = labels = None
@@ -547,8 +656,10 @@ def bootstrap(
         except (TypeError, ValueError) as exc:
             _usage(str(exc))
     elif not keeps_training_rows(det.classifier):
-        _usage(f"{model}: the model keeps no training rows (a PmSVM, or a reduced set as the shipped model); give "
-               f"the patches to retrain on (--data, or --faces and --nonfaces)")
+        _usage(
+            f"{model}: the model keeps no training rows (a PmSVM, or a reduced set as the shipped model); give "
+            f"the patches to retrain on (--data, or --faces and --nonfaces)"
+        )
     with _progress() as progress:
         neg, nfail = _negatives(negatives, negative_files, progress, max_pixels)
         scan_task = progress.add_task("scanning negatives", total=len(neg), info="")
@@ -562,14 +673,25 @@ def bootstrap(
                 rows.append(info["round"])
                 progress.update(scan_task, completed=0)
             elif "kkt_violation" in info:
-                progress.update(fit_task, visible=True,
-                                info=f"iteration {info['n_iter']}, KKT violation {info['kkt_violation']:.2e}")
+                progress.update(
+                    fit_task,
+                    visible=True,
+                    info=f"iteration {info['n_iter']}, KKT violation {info['kkt_violation']:.2e}",
+                )
 
         client = _client(scheduler, workers)
         try:
             with client if client is not None else contextlib.nullcontext():
-                det, _, _, table = run(det, [im for _, im in neg], rounds, features=features, labels=labels,
-                                       max_per_image=max_per_image, callback=callback, client=client)
+                det, _, _, table = run(
+                    det,
+                    [im for _, im in neg],
+                    rounds,
+                    features=features,
+                    labels=labels,
+                    max_per_image=max_per_image,
+                    callback=callback,
+                    client=client,
+                )
         except (TypeError, ValueError) as exc:
             _usage(str(exc))
     _write(det.save, out_path)
@@ -577,8 +699,13 @@ def bootstrap(
     for col in ("round", "non-face patches", "support vectors", "FP windows", "FP detections"):
         t.add_column(col, justify="right")
     for r in table:
-        t.add_row(str(r.round), str(r.n_nonfaces), str(r.n_support) if hasattr(det.classifier, "support_") else "-",
-                  str(r.fp_windows), str(r.fp_detections))
+        t.add_row(
+            str(r.round),
+            str(r.n_nonfaces),
+            str(r.n_support) if hasattr(det.classifier, "support_") else "-",
+            str(r.fp_windows),
+            str(r.fp_detections),
+        )
     _print(t)
     _print(f"wrote {out_path}", markup=False, highlight=False)
     _exit(failed or nfail)
@@ -586,63 +713,107 @@ def bootstrap(
 
 @app.command(epilog=exit_codes("an image", "model, folder or --out path"))
 def detect(
-    images: Optional[List[Path]] = typer.Argument(None, readable=False, metavar="IMAGE",
-                                                  help="Image files (PNG, JPEG, TIFF, ...; colour, grey, 16-bit or "
-                                                       "alpha), video files, folders (every image file in them, "
-                                                       "subfolders included), patterns ('photos/**/*.jpg', quoted), "
-                                                       "URLs (s3://..., with fsspec), or - for one image file on "
-                                                       "standard input."),
-    from_list: Optional[Path] = typer.Option(None, "--from-list", help="Also read the files named in this text "
-                                                                      "file, one path or URL a line."),
-    model: Optional[Path] = typer.Option(None, help="Model file (default: facedet/models/default_detector.npz, or "
-                                                    "$FACEDET_MODEL)."),
-    out_path: Optional[Path] = typer.Option(None, "--out", help="Write annotated images (boxes in green): a folder "
-                                            "(one <name>.faces.png per image, <name>.faces.mp4 per video; -2, -3 "
-                                            "added when names repeat), or a file name (.png, .jpg, ...; .mp4, "
-                                            ".avi, ... for a video) for a single input."),
-    as_json: bool = typer.Option(False, "--json", help="Print JSON: [{image, width, height, faces: "
-                                                       "[{x, y, w, h, score, confidence}]}], whole pixels of the "
-                                                       "original image (a face at the border can extend past "
-                                                       "it), score and confidence (0-1, calibrated models only) "
-                                                       "to 4 decimals; with --out also 'annotated', the image "
-                                                       "written. An image that fails is listed as {image, error} "
-                                                       "(also reported on stderr; the exit code is 1)."),
-    jsonl: Optional[str] = typer.Option(None, "--jsonl", metavar="OUT",
-                                        help="Write one JSON record a line to OUT (- for standard output) as each "
-                                             "image finishes, in any order: the records of --json, failed files "
-                                             "with 'error'. OUT must not exist unless --resume or --overwrite."),
-    resume: bool = typer.Option(False, "--resume", help="With --jsonl: skip the images OUT already has a record "
-                                                        "of, and append the others (a killed run goes on where "
-                                                        "it stopped)."),
+    images: Optional[List[Path]] = typer.Argument(
+        None,
+        readable=False,
+        metavar="IMAGE",
+        help="Image files (PNG, JPEG, TIFF, ...; colour, grey, 16-bit or "
+        "alpha), video files, folders (every image file in them, "
+        "subfolders included), patterns ('photos/**/*.jpg', quoted), "
+        "URLs (s3://..., with fsspec), or - for one image file on "
+        "standard input.",
+    ),
+    from_list: Optional[Path] = typer.Option(
+        None, "--from-list", help="Also read the files named in this text file, one path or URL a line."
+    ),
+    model: Optional[Path] = typer.Option(
+        None, help="Model file (default: facedet/models/default_detector.npz, or $FACEDET_MODEL)."
+    ),
+    out_path: Optional[Path] = typer.Option(
+        None,
+        "--out",
+        help="Write annotated images (boxes in green): a folder "
+        "(one <name>.faces.png per image, <name>.faces.mp4 per video; -2, -3 "
+        "added when names repeat), or a file name (.png, .jpg, ...; .mp4, "
+        ".avi, ... for a video) for a single input.",
+    ),
+    as_json: bool = typer.Option(
+        False,
+        "--json",
+        help="Print JSON: [{image, width, height, faces: "
+        "[{x, y, w, h, score, confidence}]}], whole pixels of the "
+        "original image (a face at the border can extend past "
+        "it), score and confidence (0-1, calibrated models only) "
+        "to 4 decimals; with --out also 'annotated', the image "
+        "written. An image that fails is listed as {image, error} "
+        "(also reported on stderr; the exit code is 1).",
+    ),
+    jsonl: Optional[str] = typer.Option(
+        None,
+        "--jsonl",
+        metavar="OUT",
+        help="Write one JSON record a line to OUT (- for standard output) as each "
+        "image finishes, in any order: the records of --json, failed files "
+        "with 'error'. OUT must not exist unless --resume or --overwrite.",
+    ),
+    resume: bool = typer.Option(
+        False,
+        "--resume",
+        help="With --jsonl: skip the images OUT already has a record "
+        "of, and append the others (a killed run goes on where "
+        "it stopped).",
+    ),
     scheduler: Optional[str] = typer.Option(None, help=_SCHEDULER_HELP),
     workers: Optional[int] = typer.Option(None, min=1, help=_WORKERS_HELP),
-    threshold: Optional[float] = typer.Option(None, help="SVM decision value above which a window is a face "
-                                                         "(default: the model's; higher: fewer, surer faces)."),
-    min_confidence: Optional[float] = typer.Option(None, min=0.0, max=1.0,
-                                                   help="Keep faces of at least this confidence, 0-1: the fraction "
-                                                        "of detections of that score that were faces on the "
-                                                        "model's calibration photos (needs a calibrated model)."),
-    min_size: Optional[float] = typer.Option(None, help="Smallest face side in pixels (default: the model's). "
-                                                        "Smaller values act as the smallest face a 19x19 window "
-                                                        "upsampled 4x covers (6.2 px for the shipped model)."),
-    max_size: Optional[float] = typer.Option(None, help="Largest face side in pixels (default: the model's, "
-                                                        "usually the whole image; smaller: fewer scales, faster)."),
-    min_neighbors: Optional[int] = typer.Option(None, help="Drop detections merged from fewer windows, >= 1 "
-                                                           "(default: the model's)."),
-    scale_factor: Optional[float] = typer.Option(None, help="Pyramid step >= 1.01 (default: the model's; smaller: "
-                                                            "more scales, slower)."),
-    stride: Optional[int] = typer.Option(None, help="Window step in pixels (1-19) at each pyramid level (default: the "
-                                                    "model's)."),
-    refine: Optional[str] = typer.Option(None, help="Coarse-to-fine: around every window scoring above this SVM "
-                                                    "value, also score stride 1 and the pyramid's half steps; "
-                                                    "'off': the grid only (default: the model's)."),
+    threshold: Optional[float] = typer.Option(
+        None,
+        help="SVM decision value above which a window is a face (default: the model's; higher: fewer, surer faces).",
+    ),
+    min_confidence: Optional[float] = typer.Option(
+        None,
+        min=0.0,
+        max=1.0,
+        help="Keep faces of at least this confidence, 0-1: the fraction "
+        "of detections of that score that were faces on the "
+        "model's calibration photos (needs a calibrated model).",
+    ),
+    min_size: Optional[float] = typer.Option(
+        None,
+        help="Smallest face side in pixels (default: the model's). "
+        "Smaller values act as the smallest face a 19x19 window "
+        "upsampled 4x covers (6.2 px for the shipped model).",
+    ),
+    max_size: Optional[float] = typer.Option(
+        None,
+        help="Largest face side in pixels (default: the model's, "
+        "usually the whole image; smaller: fewer scales, faster).",
+    ),
+    min_neighbors: Optional[int] = typer.Option(
+        None, help="Drop detections merged from fewer windows, >= 1 (default: the model's)."
+    ),
+    scale_factor: Optional[float] = typer.Option(
+        None, help="Pyramid step >= 1.01 (default: the model's; smaller: more scales, slower)."
+    ),
+    stride: Optional[int] = typer.Option(
+        None, help="Window step in pixels (1-19) at each pyramid level (default: the model's)."
+    ),
+    refine: Optional[str] = typer.Option(
+        None,
+        help="Coarse-to-fine: around every window scoring above this SVM "
+        "value, also score stride 1 and the pyramid's half steps; "
+        "'off': the grid only (default: the model's).",
+    ),
     every: int = typer.Option(1, min=1, help="Videos: search every N-th frame (1: all; the records say which)."),
-    overwrite: bool = typer.Option(False, "--overwrite", help="Replace annotated images that exist already "
-                                                              "(default: refuse, so that runs never replace one "
-                                                              "another's)."),
-    labels: bool = typer.Option(True, "--labels/--no-labels", help="Annotated images: write each face's "
-                                                                   "confidence (or score, for an uncalibrated "
-                                                                   "model) above its box."),
+    overwrite: bool = typer.Option(
+        False,
+        "--overwrite",
+        help="Replace annotated images that exist already (default: refuse, so that runs never replace one another's).",
+    ),
+    labels: bool = typer.Option(
+        True,
+        "--labels/--no-labels",
+        help="Annotated images: write each face's confidence (or score, for an uncalibrated model) above its box.",
+    ),
     threads: Optional[int] = typer.Option(None, min=1, help=_THREADS_HELP),
     max_pixels: int = _max_pixels_option(),
 ):
@@ -670,9 +841,18 @@ def detect(
     names = [n for n in names if not (skip is not None and n.endswith(ANNOTATED) and skip in _real(n).parents)]
     if not names:
         _usage("no image files given" if not images and from_list is None else "no image files in the given inputs")
-    overrides = {k: v for k, v in (("threshold", threshold), ("min_size", min_size), ("max_size", max_size),
-                                   ("min_neighbors", min_neighbors), ("scale_factor", scale_factor),
-                                   ("stride", stride)) if v is not None}
+    overrides = {
+        k: v
+        for k, v in (
+            ("threshold", threshold),
+            ("min_size", min_size),
+            ("max_size", max_size),
+            ("min_neighbors", min_neighbors),
+            ("scale_factor", scale_factor),
+            ("stride", stride),
+        )
+        if v is not None
+    }
     if refine is not None:
         overrides["refine"] = _refine(refine)
     if overrides:
@@ -705,9 +885,15 @@ def detect(
         except OSError as exc:
             _usage(f"--jsonl {jsonl}: {exc.strerror or exc}")
     client = _client(scheduler, workers)
-    options = {"every": every, "max_pixels": max_pixels, "min_confidence": min_confidence, "labels": labels,
-               "overwrite": overwrite or resume, "raised_by": "--max-pixels",
-               "threads": threads if threads is not None or client is None else 1}
+    options = {
+        "every": every,
+        "max_pixels": max_pixels,
+        "min_confidence": min_confidence,
+        "labels": labels,
+        "overwrite": overwrite or resume,
+        "raised_by": "--max-pixels",
+        "threads": threads if threads is not None or client is None else 1,
+    }
     results, failed, n_images, start = [], 0, 0, time.perf_counter()
     try:
         with contextlib.ExitStack() as stack:
@@ -717,8 +903,9 @@ def detect(
                 stack.enter_context(client)
             with _progress() as progress:
                 task = progress.add_task("detecting", total=len(jobs), info="")
-                for records, failures in detect_files(det, jobs, client=client, model=model or default_model_path(),
-                                                      params=overrides, **options):
+                for records, failures in detect_files(
+                    det, jobs, client=client, model=model or default_model_path(), params=overrides, **options
+                ):
                     for message in failures:
                         _report("failed", message)
                     failed += len(failures)
@@ -739,8 +926,12 @@ def detect(
     if jsonl is not None:
         if sink is not None:
             seconds = time.perf_counter() - start
-            err.print(Text(f"{plural(n_images, 'file')} ({failed} failed) in {seconds:.1f} s, "
-                           f"{n_images / max(seconds, 1e-9):.1f} a second; wrote {jsonl}"))
+            err.print(
+                Text(
+                    f"{plural(n_images, 'file')} ({failed} failed) in {seconds:.1f} s, "
+                    f"{n_images / max(seconds, 1e-9):.1f} a second; wrote {jsonl}"
+                )
+            )
     elif as_json:
         _print(json.dumps(results, indent=2) + "\n", raw=True)
     else:
@@ -750,9 +941,16 @@ def detect(
             t.add_column(col)
         for r in (r for r in results if "error" not in r):  # (failed files: on stderr)
             name = r["image"] + (f" frame {r['frame']}" if "frame" in r else "")
-            t.add_row(Text(name), f"{r['width']}x{r['height']}", str(len(r["faces"])),
-                      "\n".join(f"{f['x']},{f['y']},{f['w']},{f['h']} ({f['score']:.2f}"
-                                + (f", {f['confidence']:.0%})" if "confidence" in f else ")") for f in r["faces"]))
+            t.add_row(
+                Text(name),
+                f"{r['width']}x{r['height']}",
+                str(len(r["faces"])),
+                "\n".join(
+                    f"{f['x']},{f['y']},{f['w']},{f['h']} ({f['score']:.2f}"
+                    + (f", {f['confidence']:.0%})" if "confidence" in f else ")")
+                    for f in r["faces"]
+                ),
+            )
         _print(t)
         for written in dict.fromkeys(r["annotated"] for r in results if "annotated" in r):
             _print(f"wrote {written}", markup=False, highlight=False)
@@ -780,9 +978,11 @@ def _annotated_set(images, annotations, split, model, max_pixels):
         grey = read_grey(images / name, max_pixels=max_pixels)
         size = (grey.shape[1], grey.shape[0])
         if sizes.get(name, size) != size:
-            raise ImageError(f"{images / name}: {size[0]}x{size[1]} pixels, but annotated at "
-                             f"{sizes[name][0]}x{sizes[name][1]} (img_width, img_height of --annotations): its boxes "
-                             f"would not match")
+            raise ImageError(
+                f"{images / name}: {size[0]}x{size[1]} pixels, but annotated at "
+                f"{sizes[name][0]}x{sizes[name][1]} (img_width, img_height of --annotations): its boxes "
+                f"would not match"
+            )
         return grey
 
     return ann, read, _load_detector(model)
@@ -850,12 +1050,16 @@ def _annotation_targets(images, out_path):
     if out_path.exists() and not out_path.is_dir():
         _usage(f"--out {out_path}: exists and is not a folder")
     if out_path.suffix and not out_path.exists():  # out.txt is more likely a wrong file name than a new folder
-        _usage(f"--out {out_path}: {out_path.suffix} is not an image format that can be written; give an image "
-               "file (.png, .jpg, ...) or a folder (an existing one, or a name without a suffix)")
+        _usage(
+            f"--out {out_path}: {out_path.suffix} is not an image format that can be written; give an image "
+            "file (.png, .jpg, ...) or a folder (an existing one, or a name without a suffix)"
+        )
     ancestor = next(p for p in (out_path, *out_path.parents) if p.exists())
     if not ancestor.is_dir() or not os.access(ancestor, os.W_OK | os.X_OK):
-        _usage(f"--out {out_path}: " + ("folder is not writable" if ancestor == out_path
-                                        else f"cannot create a folder under {ancestor}"))
+        _usage(
+            f"--out {out_path}: "
+            + ("folder is not writable" if ancestor == out_path else f"cannot create a folder under {ancestor}")
+        )
     targets, used = [], set()
     for path in images:
         suffix = ".faces.mp4" if is_video(path) else ANNOTATED
@@ -869,40 +1073,65 @@ def _annotation_targets(images, out_path):
     return targets
 
 
-@app.command(epilog=exit_codes("an annotated image", "model, folder, CSV, --fp-points, --plot or --roc path",
-                                 "no annotated image can be read"))
+@app.command(
+    epilog=exit_codes(
+        "an annotated image", "model, folder, CSV, --fp-points, --plot or --roc path", "no annotated image can be read"
+    )
+)
 def evaluate(
-    images: Path = typer.Option(..., help="Folder holding the annotated images. Image files in it (subfolders "
-                                          "included) that the CSV does not list, under any split, are evaluated "
-                                          "as images without faces: every detection on them is a false positive "
-                                          "(the annotated copies detect --out writes, *.faces.png, excepted)."),
-    annotations: Path = typer.Option(..., help="CSV with a header row and columns "
-                                               "image,x,y,w,h[,ignore][,split][,img_width,img_height]: image names "
-                                               "relative to --images; x, y the top-left corner and w, h the size of a "
-                                               "face box in pixels; ignore 0/1 (true/false, yes/no): a face that "
-                                               "counts neither as hit nor miss; empty x,y,w,h: an image without "
-                                               "faces; img_width, img_height: the image's size when annotated (an "
-                                               "image of another size fails)."),
-    model: Optional[Path] = typer.Option(None, help="Model file (default: facedet/models/default_detector.npz, or "
-                                                    "$FACEDET_MODEL)."),
-    split: Optional[str] = typer.Option(None, help="Evaluate only rows of this split (e.g. test); the images the "
-                                                   "CSV does not list are evaluated with every split."),
-    threshold: Optional[float] = typer.Option(None, help="SVM decision value above which a window is a face "
-                                                         "(default: the model's). Lower, it takes the ROC and "
-                                                         "--fp-points past the model's operating point; every "
-                                                         "figure is then that of this threshold."),
-    fp_points: str = typer.Option("10,31,50,65,78,95,167", help="Also print the detection rate reached with at most "
-                                                                "each of these numbers of false positives over all "
-                                                                "the images, the threshold swept over the pooled "
-                                                                "detection scores (the default: the points of "
-                                                                "Viola and Jones' MIT+CMU table)."),
-    plot: Optional[Path] = typer.Option(None, help="Write the precision-recall curve here, in the format of its "
-                                                   "suffix (.png, .pdf, .svg, .jpg, ...). Default: "
-                                                   "precision_recall.png in the current folder, skipped with a "
-                                                   "note if that is not writable or is inside --images."),
-    roc: Optional[Path] = typer.Option(None, help="Write the ROC here (detection rate against the number of false "
-                                                  "positives over all the images, --fp-points marked), in the "
-                                                  "format of its suffix as for --plot."),
+    images: Path = typer.Option(
+        ...,
+        help="Folder holding the annotated images. Image files in it (subfolders "
+        "included) that the CSV does not list, under any split, are evaluated "
+        "as images without faces: every detection on them is a false positive "
+        "(the annotated copies detect --out writes, *.faces.png, excepted).",
+    ),
+    annotations: Path = typer.Option(
+        ...,
+        help="CSV with a header row and columns "
+        "image,x,y,w,h[,ignore][,split][,img_width,img_height]: image names "
+        "relative to --images; x, y the top-left corner and w, h the size of a "
+        "face box in pixels; ignore 0/1 (true/false, yes/no): a face that "
+        "counts neither as hit nor miss; empty x,y,w,h: an image without "
+        "faces; img_width, img_height: the image's size when annotated (an "
+        "image of another size fails).",
+    ),
+    model: Optional[Path] = typer.Option(
+        None, help="Model file (default: facedet/models/default_detector.npz, or $FACEDET_MODEL)."
+    ),
+    split: Optional[str] = typer.Option(
+        None,
+        help="Evaluate only rows of this split (e.g. test); the images the "
+        "CSV does not list are evaluated with every split.",
+    ),
+    threshold: Optional[float] = typer.Option(
+        None,
+        help="SVM decision value above which a window is a face "
+        "(default: the model's). Lower, it takes the ROC and "
+        "--fp-points past the model's operating point; every "
+        "figure is then that of this threshold.",
+    ),
+    fp_points: str = typer.Option(
+        "10,31,50,65,78,95,167",
+        help="Also print the detection rate reached with at most "
+        "each of these numbers of false positives over all "
+        "the images, the threshold swept over the pooled "
+        "detection scores (the default: the points of "
+        "Viola and Jones' MIT+CMU table).",
+    ),
+    plot: Optional[Path] = typer.Option(
+        None,
+        help="Write the precision-recall curve here, in the format of its "
+        "suffix (.png, .pdf, .svg, .jpg, ...). Default: "
+        "precision_recall.png in the current folder, skipped with a "
+        "note if that is not writable or is inside --images.",
+    ),
+    roc: Optional[Path] = typer.Option(
+        None,
+        help="Write the ROC here (detection rate against the number of false "
+        "positives over all the images, --fp-points marked), in the "
+        "format of its suffix as for --plot.",
+    ),
     iou: float = typer.Option(0.5, help="Intersection over union, in (0, 1], for a detection to match a face."),
     threads: Optional[int] = typer.Option(None, min=1, help=_THREADS_HELP),
     max_pixels: int = _max_pixels_option(),
@@ -911,8 +1140,15 @@ def evaluate(
     given numbers of false positives (the ROC)."""
     import numpy as np
 
-    from .evaluate import (detection_rate_at_fp, evaluate_detections, plot_format, plot_precision_recall, plot_roc,
-                           plural, rate)
+    from .evaluate import (
+        detection_rate_at_fp,
+        evaluate_detections,
+        plot_format,
+        plot_precision_recall,
+        plot_roc,
+        plural,
+        rate,
+    )
     from .imageio import ImageError
     from .patches import IMAGE_SUFFIXES
 
@@ -953,8 +1189,10 @@ def evaluate(
         if path is not None:
             _check_not_input(path, option, {"--images": [images / name for name in ann]})
             if path.suffix.lower() in IMAGE_SUFFIXES and _inside(path, images):
-                _usage(f"{option} {path}: is inside the --images folder, where the next evaluate would read it as "
-                       "an image without faces; write it elsewhere")
+                _usage(
+                    f"{option} {path}: is inside the --images folder, where the next evaluate would read it as "
+                    "an image without faces; write it elsewhere"
+                )
     dets, failed = {}, 0
     with _progress() as progress:
         task = progress.add_task("detecting", total=len(ann), info="")
@@ -977,8 +1215,12 @@ def evaluate(
     skipped = f"; {plural(failed, 'unreadable image')} with {plural(lost, 'face')} left out" if failed else ""
     n_free = sum(name in dets for name in unlisted)
     free = f" ({n_free} not in the CSV: without faces)" if n_free else ""
-    t = Table(title=Text(f"{annotations.name}{f' ({split})' if split else ''}: {plural(res.n_images, 'image')}"
-                         f"{free}, {plural(res.n_truth, 'face')}{skipped}"))
+    t = Table(
+        title=Text(
+            f"{annotations.name}{f' ({split})' if split else ''}: {plural(res.n_images, 'image')}"
+            f"{free}, {plural(res.n_truth, 'face')}{skipped}"
+        )
+    )
     for col in ("detection rate", "false positives", "average precision"):
         t.add_column(col, justify="right")
     t.add_row(rate(res.detection_rate), str(res.false_positives), rate(res.average_precision))
@@ -990,8 +1232,11 @@ def evaluate(
     t.add_row(*(rate(r) for r in at_fp))
     _print(t)
     if points and max(points) > res.false_positives:
-        _report("note:", f"the detections end at {plural(res.false_positives, 'false positive')} (the detector's "
-                         f"threshold); at more, the rate is that of all of them (a lower --threshold goes further)")
+        _report(
+            "note:",
+            f"the detections end at {plural(res.false_positives, 'false positive')} (the detector's "
+            f"threshold); at more, the rate is that of all of them (a lower --threshold goes further)",
+        )
     if plot is None:
         _report("note:", f"no precision-recall plot: {no_plot}")
     else:
@@ -1003,29 +1248,47 @@ def evaluate(
     _exit(failed)
 
 
-@app.command(epilog=exit_codes("an annotated or --negatives image", "model, folder, CSV or output path",
-                                 "no readable image has a face, or no --negatives image is usable"))
+@app.command(
+    epilog=exit_codes(
+        "an annotated or --negatives image",
+        "model, folder, CSV or output path",
+        "no readable image has a face, or no --negatives image is usable",
+    )
+)
 def calibrate(
     model: Path = typer.Option(..., help="Trained model to calibrate (e.g. from facedet train or bootstrap)."),
-    images: Path = typer.Option(..., help="Folder holding annotated training images (not the ones you will "
-                                          "evaluate on)."),
-    annotations: Path = typer.Option(..., help="CSV as for evaluate: "
-                                               "image,x,y,w,h[,ignore][,split][,img_width,img_height]; faces flagged "
-                                               "ignore are left out."),
+    images: Path = typer.Option(
+        ..., help="Folder holding annotated training images (not the ones you will evaluate on)."
+    ),
+    annotations: Path = typer.Option(
+        ...,
+        help="CSV as for evaluate: "
+        "image,x,y,w,h[,ignore][,split][,img_width,img_height]; faces flagged "
+        "ignore are left out.",
+    ),
     out_path: Path = typer.Option(..., "--out", help="Model file to write."),
     split: Optional[str] = typer.Option(None, help="Use only rows of this split (e.g. train)."),
-    negatives: Optional[Path] = typer.Option(None, help="Folder of face-free images (subfolders included): their "
-                                                        "detections count as false positives when choosing the "
-                                                        "operating point (so not with --box-only)."),
-    operating_point: bool = typer.Option(True, "--operating-point/--box-only",
-                                         help="Also choose the threshold (-1 to 3, step 0.1) and min_neighbors (1-3) "
-                                              "that maximise F1 on these images, and fit the scores' confidence "
-                                              "(Platt's sigmoid) on their detections; --box-only keeps the "
-                                              "model's."),
-    reliability: Optional[Path] = typer.Option(None, help="Also draw the confidence's reliability diagram on "
-                                                          "these images (the fraction of detections that are "
-                                                          "faces per confidence bin) to this image file (.png, "
-                                                          ".svg, .pdf; needs matplotlib)."),
+    negatives: Optional[Path] = typer.Option(
+        None,
+        help="Folder of face-free images (subfolders included): their "
+        "detections count as false positives when choosing the "
+        "operating point (so not with --box-only).",
+    ),
+    operating_point: bool = typer.Option(
+        True,
+        "--operating-point/--box-only",
+        help="Also choose the threshold (-1 to 3, step 0.1) and min_neighbors (1-3) "
+        "that maximise F1 on these images, and fit the scores' confidence "
+        "(Platt's sigmoid) on their detections; --box-only keeps the "
+        "model's.",
+    ),
+    reliability: Optional[Path] = typer.Option(
+        None,
+        help="Also draw the confidence's reliability diagram on "
+        "these images (the fraction of detections that are "
+        "faces per confidence bin) to this image file (.png, "
+        ".svg, .pdf; needs matplotlib).",
+    ),
     max_pixels: int = _max_pixels_option(),
 ):
     """Fit a model's window-to-box map to the annotations' box convention (and its operating point and confidence).
@@ -1053,8 +1316,16 @@ def calibrate(
     negative_files = _image_files(negatives, "--negatives") if negatives else []
     ann, read, det = _annotated_set(images, annotations, split, model, max_pixels)
     for path, option in ((out_path, "--out"), (reliability, "--reliability")):
-        _check_not_input(path, option, {"--model": model, "--annotations": annotations, "--negatives": negatives,
-                                        "--images": [images / name for name in ann]})
+        _check_not_input(
+            path,
+            option,
+            {
+                "--model": model,
+                "--annotations": annotations,
+                "--negatives": negatives,
+                "--images": [images / name for name in ann],
+            },
+        )
     items, failed = [], 0
     with _progress() as progress:
         task = progress.add_task("reading images", total=len(ann), info="")
@@ -1074,8 +1345,9 @@ def calibrate(
             if operating_point:
                 items += [(g, np.zeros((0, 4))) for _, g in neg]
                 windows = scan_items(det, items, -1.0)  # one scan for both
-                det, _ = choose_threshold(det, items, candidates=np.round(np.arange(-1.0, 3.01, 0.1), 2),
-                                          neighbors=(1, 2, 3), windows=windows)
+                det, _ = choose_threshold(
+                    det, items, candidates=np.round(np.arange(-1.0, 3.01, 0.1), 2), neighbors=(1, 2, 3), windows=windows
+                )
         except ValueError as exc:
             _usage(str(exc))
         if operating_point:  # down to the lowest threshold tried: users may lower --threshold that far
@@ -1087,17 +1359,24 @@ def calibrate(
     if reliability is not None and det.platt is not None:
         _write(lambda path: plot_reliability(det.confidence(scores), is_face, path), reliability)
     dx, dy, scale = det.box
-    _print(f"box map from {plural(n_faces, 'face')}: dx={dx:+.3f} dy={dy:+.3f} scale={scale:.3f}; threshold "
-           f"{det.threshold:+.2f}, min_neighbors {det.min_neighbors}; wrote {out_path}", markup=False,
-           highlight=False)
+    _print(
+        f"box map from {plural(n_faces, 'face')}: dx={dx:+.3f} dy={dy:+.3f} scale={scale:.3f}; threshold "
+        f"{det.threshold:+.2f}, min_neighbors {det.min_neighbors}; wrote {out_path}",
+        markup=False,
+        highlight=False,
+    )
     _exit(failed or nfail)
 
 
 @app.command(epilog=exit_codes(failed="(no input files)", unusable="model"))
 def warmup(
-    estimators: bool = typer.Option(False, "--estimators", help="Also svmcore's estimators (SVC, OneClassSVM, "
-                                                                "PmSVM, TopKSVM, SVM+: what train and bootstrap "
-                                                                "use), about ten times longer."),
+    estimators: bool = typer.Option(
+        False,
+        "--estimators",
+        help="Also svmcore's estimators (SVC, OneClassSVM, "
+        "PmSVM, TopKSVM, SVM+: what train and bootstrap "
+        "use), about ten times longer.",
+    ),
 ):
     """Compile the detector's machine code into numba's cache (NUMBA_CACHE_DIR, else beside the package), once,
     so that the first detect of a fresh install, container or cluster worker starts without compiling."""

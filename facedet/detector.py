@@ -12,6 +12,7 @@ window, so near the image border it may extend past it (negative x, y; clip befo
 saved as one ``.npz`` archive with a JSON header (format ``facedet-detector``; never pickle; written
 atomically).
 """
+
 from __future__ import annotations
 
 import os
@@ -57,12 +58,16 @@ def as_grey(image):
     Raises TypeError for a non-uint8 array and ValueError for another shape.
     """
     if isinstance(image, (str, bytes, os.PathLike)):
-        raise TypeError(f"image: expected an array of pixels, got the path {image!r}; read it with "
-                        "facedet.imageio.read_grey (or read_rgb)")
+        raise TypeError(
+            f"image: expected an array of pixels, got the path {image!r}; read it with "
+            "facedet.imageio.read_grey (or read_rgb)"
+        )
     a = np.asarray(image)
     if a.dtype != np.uint8:
-        raise TypeError(f"image: expected uint8 pixels, got dtype {a.dtype} (for floats in [0, 1]: "
-                        "(image * 255).round().astype(np.uint8))")
+        raise TypeError(
+            f"image: expected uint8 pixels, got dtype {a.dtype} (for floats in [0, 1]: "
+            "(image * 255).round().astype(np.uint8))"
+        )
     if a.ndim == 3 and a.shape[2] == 4:
         a = np.asarray(composite_over_white(Image.fromarray(np.ascontiguousarray(a), "RGBA")))
     if a.ndim == 3 and a.shape[2] == 3:
@@ -106,8 +111,10 @@ def check_params(**params):
         raise ValueError(f"box: expected (dx, dy, scale > 0), got {box}")
     smallest = WINDOW / MAX_UPSAMPLE * box[2]
     if p["max_size"] is not None and p["max_size"] < smallest:  # else every scan would be silently empty
-        raise ValueError(f"max_size: must be >= {smallest:.1f}, the smallest face this detector finds (a {WINDOW}x"
-                         f"{WINDOW} window upsampled {MAX_UPSAMPLE}x), got {p['max_size']}")
+        raise ValueError(
+            f"max_size: must be >= {smallest:.1f}, the smallest face this detector finds (a {WINDOW}x"
+            f"{WINDOW} window upsampled {MAX_UPSAMPLE}x), got {p['max_size']}"
+        )
     platt = p["platt"]
     if platt is not None:
         if np.ndim(platt) != 1 or len(platt) != 2:
@@ -140,19 +147,45 @@ class Detector:
     or a prefilter that is not a :class:`facedet.scoring.Prefilter`.
     """
 
-    def __init__(self, classifier, prefilter=None, *, scale_factor=1.2, stride=2, min_size=20, max_size=None,
-                 threshold=0.0, refine=None, merge_iou=0.3, min_neighbors=2, box=(0.0, 0.0, 1.0), platt=None,
-                 features="osuna"):
-        box, platt = check_params(scale_factor=scale_factor, stride=stride, min_size=min_size, max_size=max_size,
-                                  threshold=threshold, refine=refine, merge_iou=merge_iou,
-                                  min_neighbors=min_neighbors, box=box, platt=platt)
-        if not hasattr(classifier, "decision_function") or not (hasattr(classifier, "dual_coef_")
-                                                                or hasattr(classifier, "coef_")):
+    def __init__(
+        self,
+        classifier,
+        prefilter=None,
+        *,
+        scale_factor=1.2,
+        stride=2,
+        min_size=20,
+        max_size=None,
+        threshold=0.0,
+        refine=None,
+        merge_iou=0.3,
+        min_neighbors=2,
+        box=(0.0, 0.0, 1.0),
+        platt=None,
+        features="osuna",
+    ):
+        box, platt = check_params(
+            scale_factor=scale_factor,
+            stride=stride,
+            min_size=min_size,
+            max_size=max_size,
+            threshold=threshold,
+            refine=refine,
+            merge_iou=merge_iou,
+            min_neighbors=min_neighbors,
+            box=box,
+            platt=platt,
+        )
+        if not hasattr(classifier, "decision_function") or not (
+            hasattr(classifier, "dual_coef_") or hasattr(classifier, "coef_")
+        ):
             raise ValueError("classifier: expected a fitted SVC or PmSVM")
         classes = [c.item() if isinstance(c, np.generic) else c for c in getattr(classifier, "classes_", ())]
         if classes not in ([0, 1], [-1, 1]):  # the score must mean "face": labels that sort otherwise would flip it
-            raise ValueError("classifier: a face detector needs a two-class classifier with classes [0, 1] or [-1, 1] "
-                             f"(1 = face), got classes {classes}")
+            raise ValueError(
+                "classifier: a face detector needs a two-class classifier with classes [0, 1] or [-1, 1] "
+                f"(1 = face), got classes {classes}"
+            )
         if prefilter is not None and not isinstance(prefilter, Prefilter):
             raise TypeError(f"prefilter: expected a facedet.scoring.Prefilter or None, got {type(prefilter).__name__}")
         self._features = get_features(features)
@@ -176,11 +209,18 @@ class Detector:
 
     def params(self):
         """Scanning parameters as a JSON-able dict (the keyword arguments of the constructor)."""
-        return {"scale_factor": self.scale_factor, "stride": self.stride, "min_size": self.min_size,
-                "max_size": self.max_size, "threshold": self.threshold, "refine": self.refine,
-                "merge_iou": self.merge_iou,
-                "min_neighbors": self.min_neighbors, "box": list(self.box),
-                "platt": None if self.platt is None else list(self.platt)}
+        return {
+            "scale_factor": self.scale_factor,
+            "stride": self.stride,
+            "min_size": self.min_size,
+            "max_size": self.max_size,
+            "threshold": self.threshold,
+            "refine": self.refine,
+            "merge_iou": self.merge_iou,
+            "min_neighbors": self.min_neighbors,
+            "box": list(self.box),
+            "platt": None if self.platt is None else list(self.platt),
+        }
 
     def with_params(self, **params):
         """A copy with some scanning parameters (or ``features``) changed; same classifier and prefilter.
@@ -233,11 +273,20 @@ class Detector:
         19) uint8 windows. threads: pyramid levels scanned at once (None: $NUMBA_NUM_THREADS or every core, at
         most 4; the result does not depend on it). See :func:`facedet.scan.scan`."""
         k = self.box[2]
-        return scan(as_grey(image), self._scorer, self._features, self.prefilter,
-                    scale_factor=self.scale_factor, stride=self.stride,
-                    min_window=max(self.min_size / k, WINDOW / MAX_UPSAMPLE),
-                    max_window=None if self.max_size is None else self.max_size / k,
-                    threshold=self.threshold, refine=self.refine, return_windows=return_windows, threads=threads)
+        return scan(
+            as_grey(image),
+            self._scorer,
+            self._features,
+            self.prefilter,
+            scale_factor=self.scale_factor,
+            stride=self.stride,
+            min_window=max(self.min_size / k, WINDOW / MAX_UPSAMPLE),
+            max_window=None if self.max_size is None else self.max_size / k,
+            threshold=self.threshold,
+            refine=self.refine,
+            return_windows=return_windows,
+            threads=threads,
+        )
 
     def detect(self, image, threads=None):
         """Faces in ``image`` ((H, W) grey, (H, W, 3) RGB or (H, W, 4) RGBA uint8; OpenCV's ``cv2.imread`` gives
@@ -262,10 +311,14 @@ class Detector:
         if not hasattr(self.classifier, "_get_state"):
             raise TypeError(f"cannot save a {type(self.classifier).__name__}; train with svmcore.SVC or PmSVM")
         params, meta, arrays = self.classifier._get_state()
-        header = {"format": FORMAT, "format_version": persistence.FORMAT_VERSION, "params": self.params(),
-                  "features": self.features,
-                  "classifier": {"class": type(self.classifier).__name__, "params": params, "meta": meta},
-                  "prefilter": self.prefilter is not None}
+        header = {
+            "format": FORMAT,
+            "format_version": persistence.FORMAT_VERSION,
+            "params": self.params(),
+            "features": self.features,
+            "classifier": {"class": type(self.classifier).__name__, "params": params, "meta": meta},
+            "prefilter": self.prefilter is not None,
+        }
         payload = {f"classifier.{k}": v for k, v in arrays.items()}
         if self.prefilter is not None:
             payload["prefilter.weights"] = self.prefilter.weights
@@ -308,8 +361,10 @@ class Detector:
 
     def __repr__(self):
         p = ", ".join(f"{k}={v!r}" for k, v in self.params().items())
-        return (f"Detector({type(self.classifier).__name__}, features={self.features!r}, "
-                f"prefilter={self.prefilter is not None}, {p})")
+        return (
+            f"Detector({type(self.classifier).__name__}, features={self.features!r}, "
+            f"prefilter={self.prefilter is not None}, {p})"
+        )
 
 
 _HEADER_FIELDS = {"format", "format_version", "params", "features", "classifier", "prefilter"}  # what save writes
@@ -335,12 +390,16 @@ def _check_prefilter(header, arrays):
         raise ValueError(f"prefilter: expected true or false, got {has!r}")
     present = [k for k in _PREFILTER_ARRAYS if k in arrays]
     if has and len(present) < len(_PREFILTER_ARRAYS):
-        raise ValueError(f"the header says prefilter: true, but the file lacks "
-                         f"{', '.join(k for k in _PREFILTER_ARRAYS if k not in arrays)}")
+        raise ValueError(
+            f"the header says prefilter: true, but the file lacks "
+            f"{', '.join(k for k in _PREFILTER_ARRAYS if k not in arrays)}"
+        )
     if not has and present:
-        raise ValueError(f"the header says prefilter: false, but the file holds the prefilter's arrays "
-                         f"({', '.join(present)}): the cascade would be dropped; set prefilter to true, or remove the "
-                         "arrays too")
+        raise ValueError(
+            f"the header says prefilter: false, but the file holds the prefilter's arrays "
+            f"({', '.join(present)}): the cascade would be dropped; set prefilter to true, or remove the "
+            "arrays too"
+        )
 
 
 def _n_features(classifier):
@@ -376,8 +435,17 @@ def check_pmsvm_params(**pmsvm_params):
     PmSVM(**{**PMSVM_DEFAULTS, **pmsvm_params})._check_params()
 
 
-def train_pmsvm_detector(X, y, *, features="hog", negative_images=(), augmentation=None, pmsvm_params=None,
-                         prefilter_params=None, **detector_params):
+def train_pmsvm_detector(
+    X,
+    y,
+    *,
+    features="hog",
+    negative_images=(),
+    augmentation=None,
+    pmsvm_params=None,
+    prefilter_params=None,
+    **detector_params,
+):
     """A :class:`Detector` with an additive-kernel PmSVM on ``features`` (default HOG) of windows X (n, 19, 19)
     uint8, labels y (n,) in {0, 1}; the cascade prefilter as for the polynomial SVM
     (:func:`facedet.bootstrap.fit_prefilter`, fitted on pixels, independent of the classifier).
@@ -391,7 +459,6 @@ def train_pmsvm_detector(X, y, *, features="hog", negative_images=(), augmentati
     check_params(**detector_params)
     check_pmsvm_params(**(pmsvm_params or {}))
     F, labels = training_set(X, y, augmentation, features)
-    prefilter = fit_prefilter(np.asarray(X), np.asarray(y), negative_images, augmentation,
-                              **(prefilter_params or {}))
+    prefilter = fit_prefilter(np.asarray(X), np.asarray(y), negative_images, augmentation, **(prefilter_params or {}))
     clf = fit_pmsvm(F, labels, **(pmsvm_params or {}))
     return Detector(clf, prefilter, features=features, **detector_params), F, labels

@@ -15,6 +15,7 @@ whole set as the score threshold sweeps the pooled detections (:func:`detection_
 Patch level: ROC curve, its area, and the detection rate at a fixed false-positive rate (the CBCL test
 set protocol of Osuna, Freund, Girosi 1997).
 """
+
 from __future__ import annotations
 
 import math
@@ -146,16 +147,19 @@ def read_image_sizes(csv_path, split=None) -> dict[str, tuple[int, int]]:
                 raise ValueError(f"{where}: img_width, img_height must be whole numbers > 0, got {','.join(fields)}")
             name, size = os.path.normpath(row["image"].strip()), (int(fields[0]), int(fields[1]))
             if sizes.setdefault(name, size) != size:
-                raise ValueError(f"{where}: {name} is {size[0]}x{size[1]} here but "
-                                 f"{sizes[name][0]}x{sizes[name][1]} on an earlier line")
+                raise ValueError(
+                    f"{where}: {name} is {size[0]}x{size[1]} here but "
+                    f"{sizes[name][0]}x{sizes[name][1]} on an earlier line"
+                )
             box = [(row.get(c) or "").strip() for c in ("x", "y", "w", "h")]
             try:
                 x, y, w, h = (float(v) for v in box)
             except ValueError:  # (empty: a face-free image; not numbers: read_annotations refuses it)
                 continue
             if x >= size[0] or y >= size[1] or x + w <= 0 or y + h <= 0:
-                raise ValueError(f"{where}: the box {','.join(box)} lies wholly outside the {size[0]}x{size[1]} "
-                                 "image it annotates")
+                raise ValueError(
+                    f"{where}: the box {','.join(box)} lies wholly outside the {size[0]}x{size[1]} image it annotates"
+                )
     return sizes
 
 
@@ -267,8 +271,13 @@ def evaluate_detections(detections, annotations, iou_threshold=0.5) -> EvalResul
         raise ValueError(
             "detections and annotations must cover the same images: "
             + (f"no annotations for {', '.join(extra[:5])}{' ...' if len(extra) > 5 else ''}; " if extra else "")
-            + (f"no detections entry for {', '.join(absent[:5])}{' ...' if len(absent) > 5 else ''} "
-               "(pass an empty (0, 5) array for an image without detections)" if absent else ""))
+            + (
+                f"no detections entry for {', '.join(absent[:5])}{' ...' if len(absent) > 5 else ''} "
+                "(pass an empty (0, 5) array for an image without detections)"
+                if absent
+                else ""
+            )
+        )
     scores, hits, per_image = [], [], {}
     n_truth = 0
     for name, item in annotations.items():
@@ -377,8 +386,10 @@ def _counts(result):
     tp = np.asarray(result.tp_counts, dtype=np.int64)
     fp = np.asarray(result.fp_counts, dtype=np.int64)
     if not tp.shape == fp.shape == np.shape(result.thresholds):
-        raise ValueError("result has no hit and false-positive counts per threshold (tp_counts, fp_counts); "
-                         "make it with evaluate_detections")
+        raise ValueError(
+            "result has no hit and false-positive counts per threshold (tp_counts, fp_counts); "
+            "make it with evaluate_detections"
+        )
     return np.r_[0, tp], np.r_[0, fp]
 
 
@@ -388,7 +399,7 @@ def rate(value):
 
 
 def plural(n, noun):
-    """"1 image", "2 images"."""
+    """ "1 image", "2 images"."""
     return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
@@ -410,8 +421,14 @@ def plot_precision_recall(result: EvalResult, png_path, title=None, label=None):
     if len(r) and result.n_truth:  # without faces to find, recall is undefined: an empty plot
         ax.plot(np.r_[0.0, r], np.r_[p[0], p], drawstyle="steps-pre", color="0.6", lw=1, label="raw")
         p_interp = np.maximum.accumulate(p[::-1])[::-1]
-        ax.plot(np.r_[0.0, r], np.r_[p_interp[0], p_interp], drawstyle="steps-pre", color="C0", lw=2,
-                label=f"{label or 'interpolated'} (AP {result.average_precision:.3f})")
+        ax.plot(
+            np.r_[0.0, r],
+            np.r_[p_interp[0], p_interp],
+            drawstyle="steps-pre",
+            color="C0",
+            lw=2,
+            label=f"{label or 'interpolated'} (AP {result.average_precision:.3f})",
+        )
         ax.legend(loc="lower left")
     ax.set_xlim(0, 1.0)
     ax.set_ylim(0, 1.02)
@@ -431,6 +448,7 @@ def plot_roc(result: EvalResult, path, fp_points=(), title=None, label=None):
     fmt = plot_format(path)
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
+
     points = np.asarray(fp_points, dtype=np.float64).ravel()
     marked = detection_rate_at_fp(result, points)
     fp, dr, _ = detection_roc(result)
@@ -471,8 +489,15 @@ def plot_reliability(confidence, is_face, path, bins: int = 10, title: str | Non
     ax.plot([0, 1], [0, 1], ":", color="grey", label="perfect calibration")
     if rows:
         low, high, n, conf, frac = (np.array(c) for c in zip(*rows, strict=True))
-        ax.bar((low + high) / 2, frac, width=high - low, color="C0", alpha=0.3, edgecolor="C0",
-               label="fraction of faces per bin")
+        ax.bar(
+            (low + high) / 2,
+            frac,
+            width=high - low,
+            color="C0",
+            alpha=0.3,
+            edgecolor="C0",
+            label="fraction of faces per bin",
+        )
         ax.plot(conf, frac, "o-", color="C1", label="at the bin's mean confidence")
         for x, y, k in zip((low + high) / 2, frac, n, strict=True):
             ax.annotate(str(k), (x, y), textcoords="offset points", xytext=(0, 3), ha="center", fontsize=7)
@@ -492,9 +517,12 @@ def plot_reliability(confidence, is_face, path, bins: int = 10, title: str | Non
 def _save_plot(fig, ax, result, title, path, fmt):
     """Grid, a title with the set's figures (or ``title``), and the figure written atomically to ``path``."""
     ax.grid(alpha=0.3)
-    ax.set_title(title or f"{plural(result.n_images, 'image')}, {plural(result.n_truth, 'face')}, IoU >= "
-                 f"{result.iou_threshold:g}: DR {rate(result.detection_rate)}, {result.false_positives} FP",
-                 fontsize=9)
+    ax.set_title(
+        title
+        or f"{plural(result.n_images, 'image')}, {plural(result.n_truth, 'face')}, IoU >= "
+        f"{result.iou_threshold:g}: DR {rate(result.detection_rate)}, {result.false_positives} FP",
+        fontsize=9,
+    )
     path = Path(path)
     with atomic_write(path) as f:
         fig.savefig(f, format=fmt)
@@ -508,14 +536,16 @@ def plot_format(path):
     try:
         from matplotlib.backends.backend_agg import FigureCanvasAgg
     except ModuleNotFoundError as exc:
-        raise ModuleNotFoundError("plots need matplotlib: pip install 'facedet-svm[plot]' (or matplotlib)",
-                                  name=exc.name) from None
+        raise ModuleNotFoundError(
+            "plots need matplotlib: pip install 'facedet-svm[plot]' (or matplotlib)", name=exc.name
+        ) from None
 
     fmt = Path(path).suffix.lower().lstrip(".") or "png"
     supported = set(FigureCanvasAgg.get_supported_filetypes()) - {"pgf"}  # pgf needs a TeX installation
     if fmt not in supported:
-        raise ValueError(f"{path}: cannot write a plot as .{fmt}; use one of "
-                         f"{', '.join('.' + f for f in sorted(supported))}")
+        raise ValueError(
+            f"{path}: cannot write a plot as .{fmt}; use one of {', '.join('.' + f for f in sorted(supported))}"
+        )
     return fmt
 
 

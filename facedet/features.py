@@ -12,6 +12,7 @@
 :data:`FEATURES` names the classifier features a :class:`facedet.detector.Detector` can use;
 :func:`get_features` resolves a name.
 """
+
 from __future__ import annotations
 
 import numba as nb
@@ -27,7 +28,7 @@ MIN_CONTRAST = 2.0
 _R = np.arange(WINDOW) - (WINDOW - 1) / 2
 RAMP_X = np.tile(_R, (WINDOW, 1))
 RAMP_Y = RAMP_X.T.copy()
-SUM_R2 = float((RAMP_X ** 2).sum())  # = sum of y^2 too
+SUM_R2 = float((RAMP_X**2).sum())  # = sum of y^2 too
 
 
 def window_features(windows, *, mask=True, plane=True, equalize_hist=True):
@@ -64,7 +65,7 @@ HOG_CELLS = 4
 HOG_BINS = 9
 HOG_BLOCK = 2
 HOG_CLIP = 0.2  # L2-Hys
-HOG_DIM = (HOG_CELLS - HOG_BLOCK + 1) ** 2 * HOG_BLOCK ** 2 * HOG_BINS  # 324
+HOG_DIM = (HOG_CELLS - HOG_BLOCK + 1) ** 2 * HOG_BLOCK**2 * HOG_BINS  # 324
 
 
 @nb.njit(cache=True, parallel=True, nogil=True)

@@ -38,6 +38,7 @@ Mode conversions (Pillow mode -> result):
 - RGB -> grey: ITU-R BT.601 luma, ``L = 0.299 R + 0.587 G + 0.114 B`` (Pillow's ``convert("L")``).
 - Anything else (``F`` floating point, ``I`` outside 0..65535, ``LAB``, ...): :class:`ImageError`.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -336,8 +337,7 @@ def open_csv(path, what: str = "CSV file"):
         except csv.Error as exc:
             raise ValueError(f"{os.fspath(path)}, line {reader.line_num}: not a readable {what} ({exc})") from None
         except UnicodeDecodeError as exc:
-            raise ValueError(f"{os.fspath(path)}: not a UTF-8 text {what} ({exc.reason} at byte {exc.start})") \
-                from None
+            raise ValueError(f"{os.fspath(path)}: not a UTF-8 text {what} ({exc.reason} at byte {exc.start})") from None
 
 
 def _open_checked(name, max_pixels, source=None):
@@ -424,7 +424,8 @@ def _sixteen_to_eight(im, path) -> np.ndarray:
     if im.mode == "I" and v.size and (v.min() < 0 or v.max() > 65535):
         raise ImageError(
             f"{os.fspath(path)}: 32-bit integer image with values {v.min()}..{v.max()} is not supported "
-            "(expected 16-bit grey, 0..65535)")
+            "(expected 16-bit grey, 0..65535)"
+        )
     v = v.astype(np.uint32)
     return np.ascontiguousarray(((v * 255 + 32767) // 65535).astype(np.uint8))
 

@@ -5,6 +5,7 @@ collects every remaining box overlapping it with IoU >= ``iou``; the group becom
 mean box with the group's best score (like non-maximum suppression, but averaging the box,
 and like Rowley et al. 1998's overlap elimination, groups with fewer than ``min_neighbors`` windows are dropped).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -22,8 +23,9 @@ def box_iou(a, b):
     a2, b = np.atleast_2d(np.asarray(a, np.float64)), np.asarray(b, np.float64)
     ax0, ay0, ax1, ay1 = a2[:, 0, None], a2[:, 1, None], (a2[:, 0] + a2[:, 2])[:, None], (a2[:, 1] + a2[:, 3])[:, None]
     bx0, by0, bx1, by1 = b[:, 0], b[:, 1], b[:, 0] + b[:, 2], b[:, 1] + b[:, 3]
-    inter = (np.clip(np.minimum(ax1, bx1) - np.maximum(ax0, bx0), 0.0, None)
-             * np.clip(np.minimum(ay1, by1) - np.maximum(ay0, by0), 0.0, None))
+    inter = np.clip(np.minimum(ax1, bx1) - np.maximum(ax0, bx0), 0.0, None) * np.clip(
+        np.minimum(ay1, by1) - np.maximum(ay0, by0), 0.0, None
+    )
     union = (ax1 - ax0) * (ay1 - ay0) + (bx1 - bx0) * (by1 - by0) - inter
     out = np.zeros(inter.shape)
     np.divide(inter, union, out=out, where=union > 0)

@@ -9,6 +9,7 @@ Sources:
 
 Augmentation (mirror, small shifts) and random non-face windows cut from face-free images.
 """
+
 from __future__ import annotations
 
 import math
@@ -24,8 +25,25 @@ from .imageio import MAX_PIXELS, ImageError, open_csv, read_grey
 from .preprocess import WINDOW
 
 # formats Pillow reads itself (no plugin or external program)
-IMAGE_SUFFIXES = {".png", ".pgm", ".ppm", ".pbm", ".pnm", ".jpg", ".jpeg", ".jpe", ".jfif", ".bmp", ".tif", ".tiff",
-                  ".gif", ".webp", ".tga", ".jp2", ".j2k"}
+IMAGE_SUFFIXES = {
+    ".png",
+    ".pgm",
+    ".ppm",
+    ".pbm",
+    ".pnm",
+    ".jpg",
+    ".jpeg",
+    ".jpe",
+    ".jfif",
+    ".bmp",
+    ".tif",
+    ".tiff",
+    ".gif",
+    ".webp",
+    ".tga",
+    ".jp2",
+    ".j2k",
+}
 _NONFACE_NAMES = ("non-face", "nonface", "non-faces", "nonfaces", "non_face")
 
 
@@ -67,8 +85,13 @@ def image_files(folder, recursive=False):
             seen.add(real)
             dirs[:] = [d for d in dirs if not d.startswith(".")]
             paths += [Path(root) / f for f in files]
-    return sorted(p for p in paths if (p.is_file() or (p.is_symlink() and not p.exists()))
-                  and p.suffix.lower() in IMAGE_SUFFIXES and not p.name.startswith("."))
+    return sorted(
+        p
+        for p in paths
+        if (p.is_file() or (p.is_symlink() and not p.exists()))
+        and p.suffix.lower() in IMAGE_SUFFIXES
+        and not p.name.startswith(".")
+    )
 
 
 def load_folder(folder, errors=None, *, max_pixels=MAX_PIXELS):
@@ -186,7 +209,7 @@ def shift(windows, dy, dx):
     dy, dx = check_scalar(dy, "dy", integer=True), check_scalar(dx, "dx", integer=True)
     p = max(abs(dy), abs(dx))
     padded = np.pad(windows, ((0, 0), (p, p), (p, p)), mode="edge")
-    return padded[:, p - dy:p - dy + WINDOW, p - dx:p - dx + WINDOW]
+    return padded[:, p - dy : p - dy + WINDOW, p - dx : p - dx + WINDOW]
 
 
 def warp(windows, angle=0.0, scale=1.0):
@@ -199,8 +222,12 @@ def warp(windows, angle=0.0, scale=1.0):
     M = cv2.getRotationMatrix2D((c, c), angle, scale)
     if len(windows) == 0:
         return windows.copy()
-    return np.stack([cv2.warpAffine(w, M, (WINDOW, WINDOW), flags=cv2.INTER_LINEAR,
-                                    borderMode=cv2.BORDER_REPLICATE) for w in windows])
+    return np.stack(
+        [
+            cv2.warpAffine(w, M, (WINDOW, WINDOW), flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
+            for w in windows
+        ]
+    )
 
 
 def augment(windows, mirror=True, shifts=1, angles=(), scales=()):
@@ -241,7 +268,7 @@ def sample_windows(grey, n, rng, min_window=WINDOW):
     sizes = np.exp(rng.uniform(np.log(min_window), np.log(top), n)).astype(int)
     ys = (rng.random(n) * (H - sizes + 1)).astype(int)
     xs = (rng.random(n) * (W - sizes + 1)).astype(int)
-    return np.stack([to_window(grey[y:y + s, x:x + s]) for y, x, s in zip(ys, xs, sizes, strict=True)])
+    return np.stack([to_window(grey[y : y + s, x : x + s]) for y, x, s in zip(ys, xs, sizes, strict=True)])
 
 
 # --- faces cut from landmark-annotated photos ------------------------------------------------------------
@@ -363,10 +390,16 @@ def landmark_windows(grey, points, box, *, tilt=None, zoom=None, offset=None):
     s = side / k / zoom
     r, t = np.radians(roll), np.radians(turn)
     # the box map's offset runs along the face's axes; the augmentation's offset along the window's
-    centre = centre - s[:, None] * zoom[:, None] * np.c_[dx * np.cos(r) - dy * np.sin(r),
-                                                         dx * np.sin(r) + dy * np.cos(r)]
-    centre = centre + s[:, None] * np.c_[offset[:, 0] * np.cos(t) - offset[:, 1] * np.sin(t),
-                                         offset[:, 0] * np.sin(t) + offset[:, 1] * np.cos(t)]
+    centre = (
+        centre - s[:, None] * zoom[:, None] * np.c_[dx * np.cos(r) - dy * np.sin(r), dx * np.sin(r) + dy * np.cos(r)]
+    )
+    centre = (
+        centre
+        + s[:, None]
+        * np.c_[
+            offset[:, 0] * np.cos(t) - offset[:, 1] * np.sin(t), offset[:, 0] * np.sin(t) + offset[:, 1] * np.cos(t)
+        ]
+    )
     windows = np.empty((n, WINDOW, WINDOW), np.uint8)
     window_points = np.empty((n, 3, 2))
     H, W = grey.shape
@@ -376,8 +409,14 @@ def landmark_windows(grey, points, box, *, tilt=None, zoom=None, offset=None):
         half = 0.75 * s[i] + 2  # the rotated window's corners (s / sqrt(2)) with a margin
         x0, y0 = int(np.floor(centre[i, 0] - half)), int(np.floor(centre[i, 1] - half))
         x1, y1 = int(np.ceil(centre[i, 0] + half)) + 1, int(np.ceil(centre[i, 1] + half)) + 1
-        crop = cv2.copyMakeBorder(grey[max(y0, 0):min(y1, H), max(x0, 0):min(x1, W)],
-                                  max(-y0, 0), max(y1 - H, 0), max(-x0, 0), max(x1 - W, 0), cv2.BORDER_REPLICATE)
+        crop = cv2.copyMakeBorder(
+            grey[max(y0, 0) : min(y1, H), max(x0, 0) : min(x1, W)],
+            max(-y0, 0),
+            max(y1 - H, 0),
+            max(-x0, 0),
+            max(x1 - W, 0),
+            cv2.BORDER_REPLICATE,
+        )
         size = (max(1, round(crop.shape[1] * f)), max(1, round(crop.shape[0] * f)))
         fx, fy = size[0] / crop.shape[1], size[1] / crop.shape[0]
         small = cv2.resize(crop, size, interpolation=cv2.INTER_AREA) if f < 1 else crop
@@ -387,15 +426,30 @@ def landmark_windows(grey, points, box, *, tilt=None, zoom=None, offset=None):
         # (boxes put pixel j's centre at j + 0.5; OpenCV at j, and a shrink by f maps j to (j + 0.5) f - 0.5)
         c_small = ((centre[i, 0] - x0) * fx - 0.5, (centre[i, 1] - y0) * fy - 0.5)
         b = np.array([(WINDOW - 1) / 2, (WINDOW - 1) / 2]) - A @ c_small
-        windows[i] = cv2.warpAffine(small, np.c_[A, b], (WINDOW, WINDOW), flags=cv2.INTER_LINEAR,
-                                    borderMode=cv2.BORDER_REPLICATE)
+        windows[i] = cv2.warpAffine(
+            small, np.c_[A, b], (WINDOW, WINDOW), flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE
+        )
         window_points[i] = (p[i] - centre[i]) @ M[:, :2].T + (WINDOW - 1) / 2
     return windows, window_points
 
 
-def load_landmark_faces(landmarks_csv, image_dir, box, *, split=None, min_side=20.0, rotations=2, max_tilt=20.0,
-                        max_shift=0.05, max_zoom=1.1, mirror=True, seed=0, errors=None, max_pixels=MAX_PIXELS,
-                        callback=None):
+def load_landmark_faces(
+    landmarks_csv,
+    image_dir,
+    box,
+    *,
+    split=None,
+    min_side=20.0,
+    rotations=2,
+    max_tilt=20.0,
+    max_shift=0.05,
+    max_zoom=1.1,
+    mirror=True,
+    seed=0,
+    errors=None,
+    max_pixels=MAX_PIXELS,
+    callback=None,
+):
     """Face windows cut from landmark-annotated photos, with the variation of real photos.
 
     Every face of ``landmarks_csv`` (:func:`read_landmarks`) whose box (:func:`landmark_boxes`) is at least
@@ -457,23 +511,37 @@ def load_landmark_faces(landmarks_csv, image_dir, box, *, split=None, min_side=2
         centre = boxes[:, :2] + boxes[:, 2:3] / 2
         margin = 0.5 * side * 0.9
         H, W = grey.shape
-        keep = ((boxes[:, 2] >= min_side) & (centre[:, 0] - margin >= 0) & (centre[:, 1] - margin >= 0)
-                & (centre[:, 0] + margin <= W) & (centre[:, 1] + margin <= H))
+        keep = (
+            (boxes[:, 2] >= min_side)
+            & (centre[:, 0] - margin >= 0)
+            & (centre[:, 1] - margin >= 0)
+            & (centre[:, 0] + margin <= W)
+            & (centre[:, 1] + margin <= H)
+        )
         points = points[keep]
         if len(points):
             m = 1 + rotations
-            tilt = (np.where(np.arange(m) == 0, np.nan, 1.0)[None, :]
-                    * rng.uniform(-max_tilt, max_tilt, (len(points), m)))
+            tilt = np.where(np.arange(m) == 0, np.nan, 1.0)[None, :] * rng.uniform(
+                -max_tilt, max_tilt, (len(points), m)
+            )
             zoom = np.exp(rng.uniform(-np.log(max_zoom), np.log(max_zoom), (len(points), m)))
             offset = rng.uniform(-max_shift, max_shift, (len(points), m, 2))
-            w, p = landmark_windows(grey, np.repeat(points, m, axis=0), box, tilt=tilt.ravel(), zoom=zoom.ravel(),
-                                    offset=offset.reshape(-1, 2))
+            w, p = landmark_windows(
+                grey,
+                np.repeat(points, m, axis=0),
+                box,
+                tilt=tilt.ravel(),
+                zoom=zoom.ravel(),
+                offset=offset.reshape(-1, 2),
+            )
             ids = np.repeat(np.arange(n_faces, n_faces + len(points)), m)
             if mirror:
                 flipped = p[:, [1, 0, 2]].copy()  # the left eye becomes the right one
                 flipped[:, :, 0] = WINDOW - 1 - flipped[:, :, 0]
-                w, p = (np.stack([w, w[:, :, ::-1]], 1).reshape(-1, WINDOW, WINDOW),
-                        np.stack([p, flipped], 1).reshape(-1, 3, 2))
+                w, p = (
+                    np.stack([w, w[:, :, ::-1]], 1).reshape(-1, WINDOW, WINDOW),
+                    np.stack([p, flipped], 1).reshape(-1, 3, 2),
+                )
                 ids = np.repeat(ids, 2)
             out_w.append(w)
             out_p.append(p)

@@ -11,6 +11,7 @@ batched functions over ``(n, 19, 19)`` arrays:
     each pixel is replaced by its rank (pixels of one level share their mid-rank) among the window's
     pixels, scaled to [-1, 1]: the window's empirical CDF, by a counting sort (numba, threads over windows).
 """
+
 from __future__ import annotations
 
 import numba as nb
@@ -27,9 +28,9 @@ _CUT_BOTTOM = (1, 2, 3, 4, 5, 6, 6)
 def _make_mask():
     mask = np.ones((WINDOW, WINDOW), dtype=bool)
     for r, c in enumerate(_CUT_TOP):
-        mask[r, :c] = mask[r, WINDOW - c:] = False
+        mask[r, :c] = mask[r, WINDOW - c :] = False
     for r, c in zip(range(WINDOW - len(_CUT_BOTTOM), WINDOW), _CUT_BOTTOM, strict=True):
-        mask[r, :c] = mask[r, WINDOW - c:] = False
+        mask[r, :c] = mask[r, WINDOW - c :] = False
     return mask
 
 
@@ -65,8 +66,11 @@ def check_windows(windows, name="windows", dtype=np.float64):
     """Return ``windows`` as an (n, 19, 19) array (float64, or kept as is with ``dtype=None``); TypeError
     for a non-real dtype, ValueError for a wrong shape, NaN or infinity."""
     w = np.asarray(windows)
-    if (w.dtype == object or not (np.issubdtype(w.dtype, np.number) or w.dtype == bool)
-            or np.issubdtype(w.dtype, np.complexfloating)):
+    if (
+        w.dtype == object
+        or not (np.issubdtype(w.dtype, np.number) or w.dtype == bool)
+        or np.issubdtype(w.dtype, np.complexfloating)
+    ):
         raise TypeError(f"{name}: expected real numbers, got dtype {w.dtype}")
     if w.ndim == 2 and w.shape == (WINDOW, WINDOW):
         w = w[None]
@@ -90,8 +94,10 @@ def check_levels(w, name="windows"):
     if top > MAX_LEVEL:
         raise ValueError(f"{name}: values must be grey levels (0..255, at most {MAX_LEVEL}), got up to {top:.3g}")
     if w.dtype.kind == "f" and 0 < top <= 1.0:
-        raise ValueError(f"{name}: pixels look scaled to [0, 1]; equalization works on grey levels, so pass "
-                         "them as 0..255 (e.g. windows * 255)")
+        raise ValueError(
+            f"{name}: pixels look scaled to [0, 1]; equalization works on grey levels, so pass "
+            "them as 0..255 (e.g. windows * 255)"
+        )
 
 
 def apply_mask(windows, mask=True):
@@ -110,8 +116,9 @@ def subtract_plane(pixels, mask=True):
     D, P = (_D_MASKED, _PINV_MASKED) if mask else (_D_FULL, _PINV_FULL)
     pixels = np.asarray(pixels)
     if pixels.ndim != 2 or pixels.shape[1] != D.shape[0]:
-        raise ValueError(f"pixels: expected (n, {D.shape[0]}) {'masked' if mask else 'full'} window rows, "
-                         f"got shape {pixels.shape}")
+        raise ValueError(
+            f"pixels: expected (n, {D.shape[0]}) {'masked' if mask else 'full'} window rows, got shape {pixels.shape}"
+        )
     return pixels - (pixels @ P.T) @ D.T
 
 
@@ -209,8 +216,12 @@ def _plane_equalize_threaded(w, out):
         return
     bounds = np.linspace(0, len(w), parts + 1).astype(np.int64)
     with thread_map(parts) as run:
-        run(lambda k: _plane_equalize(w[bounds[k]:bounds[k + 1]], _IDX_MASKED, _D_MASKED, _PINV_MASKED,
-                                      out[bounds[k]:bounds[k + 1]]), range(parts))
+        run(
+            lambda k: _plane_equalize(
+                w[bounds[k] : bounds[k + 1]], _IDX_MASKED, _D_MASKED, _PINV_MASKED, out[bounds[k] : bounds[k + 1]]
+            ),
+            range(parts),
+        )
 
 
 def equalize(pixels):

@@ -11,6 +11,7 @@ goes from coarse to fine around the promising windows only: stride 1 next to the
 steps.
 Levels are scanned on several threads at once, each level's kernels on one thread.
 """
+
 from __future__ import annotations
 
 from contextlib import contextmanager
@@ -70,7 +71,7 @@ def prefilter_map(level, prefilter, stride=1):
         raise ValueError(f"prefilter_map: expected a 2-D level of at least {WINDOW}x{WINDOW}, got shape {L.shape}")
     check_scalar(stride, "stride", lo=1, integer=True)
     corr = cv2.matchTemplate(L, prefilter.weights[0].astype(np.float32), cv2.TM_CCORR)
-    return _stage0(L, corr, stride, MIN_CONTRAST ** 2 * _N)
+    return _stage0(L, corr, stride, MIN_CONTRAST**2 * _N)
 
 
 @nb.njit(cache=True, nogil=True)
@@ -150,13 +151,13 @@ def later_stages(L, ys, xs, norm, Wk, thresholds, chunk=2048):
     # windows of 30 images; no pass or fail changed), as they do from one CPU type to another
     k = -(-len(Wk) // 8) * 8
     W = np.zeros((k, _N), np.float32)
-    W[:len(Wk)] = Wk
+    W[: len(Wk)] = Wk
     t = np.full(k, -np.inf)
-    t[:len(Wk)] = thresholds
+    t[: len(Wk)] = thresholds
     X = np.empty((min(chunk, len(ys)), _N), np.float32)
     for i in range(0, len(ys), chunk):
         j = slice(i, i + chunk)
-        rows = X[:len(ys[j])]
+        rows = X[: len(ys[j])]
         _gather(L, ys[j], xs[j], rows)
         _pass_all(rows @ W.T, norm[j], t, ok[j])
     return ok
@@ -235,15 +236,17 @@ def _grid(level, stride, prefilter, Wk):
     """Top-left corners (ys, xs) of the windows on the ``stride`` grid of a level that pass the cascade."""
     h, w = level.shape
     if prefilter is None:
-        return np.mgrid[0:h - WINDOW + 1:stride, 0:w - WINDOW + 1:stride].reshape(2, -1)
+        return np.mgrid[0 : h - WINDOW + 1 : stride, 0 : w - WINDOW + 1 : stride].reshape(2, -1)
     if h * w <= _BAND_PIXELS:
         return _grid_band(level, stride, prefilter, Wk)
     # bands of window rows starting on the stride grid, each with the WINDOW - 1 rows its last windows need
     rows = max(stride, _BAND_PIXELS // w // stride * stride)
     starts = range(0, h - WINDOW + 1, rows)
-    parts = [_grid_band(level[r0:r0 + rows + WINDOW - 1], stride, prefilter, Wk) for r0 in starts]
-    return (np.concatenate([ys + r0 for r0, (ys, _) in zip(starts, parts, strict=True)]),
-            np.concatenate([xs for _, xs in parts]))
+    parts = [_grid_band(level[r0 : r0 + rows + WINDOW - 1], stride, prefilter, Wk) for r0 in starts]
+    return (
+        np.concatenate([ys + r0 for r0, (ys, _) in zip(starts, parts, strict=True)]),
+        np.concatenate([xs for _, xs in parts]),
+    )
 
 
 def _grid_band(level, stride, prefilter, Wk):
@@ -273,8 +276,21 @@ def _score_at(level, ys, xs, scorer, features, prefilter, floor):
     return ys, xs, win, (scorer(features(win), floor) if len(ys) else np.empty(0))
 
 
-def scan(grey, scorer, features, prefilter=None, *, scale_factor=1.2, stride=1, min_window=WINDOW,
-         max_window=None, threshold=0.0, refine=None, return_windows=False, threads=None):
+def scan(
+    grey,
+    scorer,
+    features,
+    prefilter=None,
+    *,
+    scale_factor=1.2,
+    stride=1,
+    min_window=WINDOW,
+    max_window=None,
+    threshold=0.0,
+    refine=None,
+    return_windows=False,
+    threads=None,
+):
     """Every window scoring above ``threshold``, as boxes in original pixels.
 
     grey: (H, W) uint8 image. scorer: (feature rows (n, p), floor) -> scores (n,), exact above floor (see
@@ -315,8 +331,14 @@ def scan(grey, scorer, features, prefilter=None, *, scale_factor=1.2, stride=1, 
         ys, xs = _grid(level, stride, prefilter, Wk)
         ys, xs, win, score = _score_at(level, ys, xs, scorer, features, None, floor)
         if refine is not None and stride > 1:
-            ny, nx = neighbours(ys[score > refine], xs[score > refine], stride - 1,
-                                level.shape[0] - WINDOW + 1, level.shape[1] - WINDOW + 1, stride)
+            ny, nx = neighbours(
+                ys[score > refine],
+                xs[score > refine],
+                stride - 1,
+                level.shape[0] - WINDOW + 1,
+                level.shape[1] - WINDOW + 1,
+                stride,
+            )
             ny, nx, nwin, nscore = _score_at(level, ny, nx, scorer, features, prefilter, floor)
             ys, xs, win, score = np.r_[ys, ny], np.r_[xs, nx], np.concatenate([win, nwin]), np.r_[score, nscore]
         return ys, xs, win, score, sx, sy
@@ -330,8 +352,13 @@ def scan(grey, scorer, features, prefilter=None, *, scale_factor=1.2, stride=1, 
         s, seeds, done = step
         level, sx, sy = _resize(grey, s)
         ny, nx = level.shape[0] - WINDOW + 1, level.shape[1] - WINDOW + 1
-        ys, xs = neighbours(np.rint(seeds[:, 1] / sy - WINDOW / 2).astype(np.int64),
-                            np.rint(seeds[:, 0] / sx - WINDOW / 2).astype(np.int64), 1, ny, nx)
+        ys, xs = neighbours(
+            np.rint(seeds[:, 1] / sy - WINDOW / 2).astype(np.int64),
+            np.rint(seeds[:, 0] / sx - WINDOW / 2).astype(np.int64),
+            1,
+            ny,
+            nx,
+        )
         new = np.ones(len(ys), bool)
         if done:
             new = ~np.isin(ys * nx + xs, np.concatenate([y * nx + x for y, x in done]))
@@ -360,8 +387,11 @@ def scan(grey, scorer, features, prefilter=None, *, scale_factor=1.2, stride=1, 
         keep = score > threshold
         if keep.any():
             n = int(keep.sum())
-            boxes.append(np.column_stack([xs[keep] * sx, ys[keep] * sy, np.full(n, WINDOW * sx),
-                                          np.full(n, WINDOW * sy), score[keep]]))
+            boxes.append(
+                np.column_stack(
+                    [xs[keep] * sx, ys[keep] * sy, np.full(n, WINDOW * sx), np.full(n, WINDOW * sy), score[keep]]
+                )
+            )
             if return_windows:
                 windows.append(win[keep])
     out = np.concatenate(boxes) if boxes else np.empty((0, 5))
@@ -381,8 +411,10 @@ def _level_pool(threads):
     asked = threads
     threads = min(nb.get_num_threads(), MAX_THREADS) if threads is None else check_threads(threads)
     before = nb.get_num_threads()
-    with blas_single_thread(), thread_map(threads, parallel_kernels=True,
-                                          warn_stacklevel=None if asked is None else 4) as run:
+    with (
+        blas_single_thread(),
+        thread_map(threads, parallel_kernels=True, warn_stacklevel=None if asked is None else 4) as run,
+    ):
         nb.set_num_threads(1)
         try:
             yield run

@@ -13,6 +13,7 @@
   lookup table, O(d) per window whatever the number of training samples (Wu, TNNLS 2015; Yang and Wu,
   ACML 2012). Other classifiers fall back to their own ``decision_function``.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -81,8 +82,9 @@ class DecisionScorer:
         X = np.asarray(X, dtype=np.float64)
         if len(X) == 0:
             return np.empty(0)
-        return np.concatenate([np.ravel(self.classifier.decision_function(X[i:i + self.batch]))
-                               for i in range(0, len(X), self.batch)])
+        return np.concatenate(
+            [np.ravel(self.classifier.decision_function(X[i : i + self.batch])) for i in range(0, len(X), self.batch)]
+        )
 
 
 class LUTScorer:
@@ -172,8 +174,9 @@ class Prefilter:
     def __init__(self, weights, thresholds):
         weights, thresholds = np.asarray(weights), np.asarray(thresholds)
         if weights.dtype.kind not in "fiu" or thresholds.dtype.kind not in "fiu":
-            raise ValueError(f"Prefilter: expected real weights and thresholds, got {weights.dtype} and "
-                             f"{thresholds.dtype}")
+            raise ValueError(
+                f"Prefilter: expected real weights and thresholds, got {weights.dtype} and {thresholds.dtype}"
+            )
         w = weights.astype(np.float64).reshape(-1, WINDOW, WINDOW)
         self.weights = np.stack([_remove_plane(x) for x in w]) if len(w) else w
         self.thresholds = thresholds.astype(np.float64).reshape(-1)

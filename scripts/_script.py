@@ -14,6 +14,7 @@ the same for the files a run needs inside the data folder, before anything runs,
 for the files of named data sets (``DATA_FILES``, the one list of them); ``require_arrays(path, names, what)``
 reads the arrays a script needs from an .npz given by --data, with a usage error for a file that is not one.
 """
+
 import contextlib
 import os
 import sys
@@ -73,8 +74,10 @@ def positive_int(text):
 def require_data(path=DATA, what="the shared/data folder"):
     """``path`` if it exists; otherwise a usage error (exit 2) naming it and where the scripts read their data."""
     if not path.exists():
-        _usage_error(f"missing data {path} ({what}); the scripts read ../shared/data beside the repository, or "
-                     "the folder in $FACEDET_DATA")
+        _usage_error(
+            f"missing data {path} ({what}); the scripts read ../shared/data beside the repository, or "
+            "the folder in $FACEDET_DATA"
+        )
     return path
 
 
@@ -84,8 +87,10 @@ def require_files(base, files, what="the data files"):
     require_data(base)
     missing = [str(base / f) for f in files if not (base / f).is_file()]
     if missing:
-        _usage_error(f"missing data file{'s' if len(missing) > 1 else ''} {', '.join(missing)} ({what}); the scripts "
-                     "read ../shared/data beside the repository, or the folder in $FACEDET_DATA")
+        _usage_error(
+            f"missing data file{'s' if len(missing) > 1 else ''} {', '.join(missing)} ({what}); the scripts "
+            "read ../shared/data beside the repository, or the folder in $FACEDET_DATA"
+        )
 
 
 # the files each data set of the scripts reads, relative to the data folder
@@ -129,8 +134,10 @@ def require_arrays(path, names, what):
         with np.load(path, allow_pickle=False) as archive:
             missing = [n for n in names if n not in archive.files]
             if missing:
-                _usage_error(f"{path}: not {what}: no array{'s' if len(missing) > 1 else ''} {', '.join(missing)} "
-                             f"(it holds {', '.join(archive.files) or 'none'})")
+                _usage_error(
+                    f"{path}: not {what}: no array{'s' if len(missing) > 1 else ''} {', '.join(missing)} "
+                    f"(it holds {', '.join(archive.files) or 'none'})"
+                )
             return {n: archive[n] for n in names}
     except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
         _usage_error(f"{path}: not {what} (not a readable .npz archive: {exc})")

@@ -1,5 +1,6 @@
 """The data both detector-training scripts use: CBCL train patches, the face-free negative images and the
 annotated scenes (train and test splits), plus the per-split evaluation of a detector on those scenes."""
+
 from __future__ import annotations
 
 import tempfile
@@ -55,16 +56,19 @@ def load_training_data(data, held_out_every=5):
     scenes = data / "scenes_annotated_dlib_voc"
     ann = {s: read_annotations(scenes / "boxes.csv", split=s) for s in ("train", "test")}
     images = {name: read_grey(scenes / "images" / name) for s in ann for name in ann[s]}
-    print(f"patches: {int(y.sum())} faces, {int((y == 0).sum())} non-faces; {len(negatives)} negative images "
-          f"(+ {len(held_out)} held out)")
+    print(
+        f"patches: {int(y.sum())} faces, {int((y == 0).sum())} non-faces; {len(negatives)} negative images "
+        f"(+ {len(held_out)} held out)"
+    )
     return X, y, negatives, held_out, ann, images
 
 
 def webfaces_windows(data, framing, rotations, seed=0):
     """Face windows (n, 19, 19) uint8 of caltech_webfaces split train (facedet.patches.load_landmark_faces)."""
     root = data / "caltech_webfaces"
-    windows, _, faces = load_landmark_faces(root / "landmarks.csv", root / "images", framing, split="train",
-                                            rotations=rotations, seed=seed)
+    windows, _, faces = load_landmark_faces(
+        root / "landmarks.csv", root / "images", framing, split="train", rotations=rotations, seed=seed
+    )
     print(f"Web Faces train: {faces.max() + 1} faces -> {len(windows)} windows", flush=True)
     return windows
 
@@ -87,8 +91,9 @@ def evaluate_sets(det, sets):
     out = {}
     for name, items in sets.items():
         dets = {str(k): det.detect(img) for k, (img, _) in enumerate(items)}
-        truth = {str(k): (np.asarray(t, float).reshape(-1, 4), np.zeros(len(t), bool))
-                 for k, (_, t) in enumerate(items)}
+        truth = {
+            str(k): (np.asarray(t, float).reshape(-1, 4), np.zeros(len(t), bool)) for k, (_, t) in enumerate(items)
+        }
         res = evaluate_detections(dets, truth)
         out[name] = (res.detection_rate, res.false_positives, res.average_precision)
     return out
@@ -108,8 +113,11 @@ def log_round(info):
         r = info["round"]
         svs = f"{r.n_support} SVs, " if r.n_support else ""
         scenes = "".join(f"; {split} DR {dr:.2f} / FP {fp} / AP {ap:.2f}" for split, (dr, fp, ap) in r.scores.items())
-        print(f"  {time.strftime('%H:%M:%S')} round {r.round}: {r.n_nonfaces} non-faces, {svs}{r.fp_windows} FP windows"
-              f" / {r.fp_detections} FP detections on negatives{scenes}", flush=True)
+        print(
+            f"  {time.strftime('%H:%M:%S')} round {r.round}: {r.n_nonfaces} non-faces, {svs}{r.fp_windows} FP windows"
+            f" / {r.fp_detections} FP detections on negatives{scenes}",
+            flush=True,
+        )
 
 
 def report(det, ops, table, evaluate):
@@ -118,28 +126,39 @@ def report(det, ops, table, evaluate):
     figures of ``det``."""
     print("  operating points (threshold, min_neighbors, hits, false positives):")
     print("   ", " ".join(f"({t + 0.0:+.1f}, {k}, {h}, {f})" for t, k, h, f in ops))  # + 0.0: no "-0.0"
-    print(f"  chosen threshold {det.threshold:+.2f}, min_neighbors {det.min_neighbors} "
-          "(top of the longest max-F1 run)\n")
+    print(
+        f"  chosen threshold {det.threshold:+.2f}, min_neighbors {det.min_neighbors} (top of the longest max-F1 run)\n"
+    )
     final = evaluate(det)
-    print(f"\nfinal (threshold {det.threshold:+.2f}, min_neighbors {det.min_neighbors}): "
-          + "; ".join(f"{s} DR {dr:.2f} FP {fp} AP {ap:.2f}" for s, (dr, fp, ap) in final.items()))
+    print(
+        f"\nfinal (threshold {det.threshold:+.2f}, min_neighbors {det.min_neighbors}): "
+        + "; ".join(f"{s} DR {dr:.2f} FP {fp} AP {ap:.2f}" for s, (dr, fp, ap) in final.items())
+    )
     if not table:
         return
     sets = list(table[0][1].scores)
-    print("| round | non-face patches | SVs | FP windows on negatives | FP detections on negatives | "
-          + " | ".join(f"{s} DR / FP / AP" for s in sets) + " |")
+    print(
+        "| round | non-face patches | SVs | FP windows on negatives | FP detections on negatives | "
+        + " | ".join(f"{s} DR / FP / AP" for s in sets)
+        + " |"
+    )
     print("|---|---|---|---|---|" + "---|" * len(sets))
     for name, r in table:
-        print(f"| {name} | {r.n_nonfaces} | {r.n_support or '-'} | {r.fp_windows} | {r.fp_detections} | "
-              + " | ".join(f"{dr:.2f} / {fp} / {ap:.2f}" for dr, fp, ap in (r.scores[s] for s in sets)) + " |")
+        print(
+            f"| {name} | {r.n_nonfaces} | {r.n_support or '-'} | {r.fp_windows} | {r.fp_detections} | "
+            + " | ".join(f"{dr:.2f} / {fp} / {ap:.2f}" for dr, fp, ap in (r.scores[s] for s in sets))
+            + " |"
+        )
 
 
 def print_reliability(title, confidence, is_face, bins=10):
     """A reliability table (facedet.evaluate.reliability_table) as markdown under ``title``, with its expected
     calibration error."""
     rows, ece = reliability_table(confidence, is_face, bins)
-    print(f"\n## {title}: {len(confidence)} detections, {int(np.sum(is_face))} faces; expected calibration error "
-          f"{ece:.3f}\n")
+    print(
+        f"\n## {title}: {len(confidence)} detections, {int(np.sum(is_face))} faces; expected calibration error "
+        f"{ece:.3f}\n"
+    )
     print("| confidence | detections | mean confidence | fraction faces |\n|---|---:|---:|---:|")
     for lo, hi, n, conf, frac in rows:
         print(f"| {lo:.1f}-{hi:.1f} | {n} | {conf:.3f} | {frac:.3f} |")

@@ -11,6 +11,7 @@ only (grid 0.1, 1, 10, 100); gamma = 1 / (n_features * var(X_train)) (scikit-lea
 
 Prints a markdown table (docs/evaluation.md holds the measured one).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -38,8 +39,10 @@ C_GRID = (0.1, 1.0, 10.0, 100.0)
 def make_svc(solver, C, gamma):
     if solver == "svmcore":
         import svmcore
+
         return svmcore.SVC(kernel="poly", degree=2, gamma=gamma, coef0=1.0, C=C)
     from sklearn.svm import SVC
+
     return SVC(kernel="poly", degree=2, gamma=gamma, coef0=1.0, C=C, cache_size=500)
 
 
@@ -48,6 +51,7 @@ def pick_solver(requested):
         return requested
     try:
         import svmcore
+
         svmcore.SVC  # noqa: B018 -- lazily imported; falls back to scikit-learn if svmcore cannot be imported
         return "svmcore"
     except (ImportError, AttributeError):
@@ -71,10 +75,13 @@ def cv_auc(solver, X, y, C, gamma, folds=3, seed=0):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--data", type=Path, default=DATA,
-                    help="the CBCL patch file (default: %(default)s)")
-    ap.add_argument("--solver", choices=("auto", "svmcore", "sklearn"), default="auto",
-                    help="which SVC trains each setting (default: %(default)s; auto: svmcore)")
+    ap.add_argument("--data", type=Path, default=DATA, help="the CBCL patch file (default: %(default)s)")
+    ap.add_argument(
+        "--solver",
+        choices=("auto", "svmcore", "sklearn"),
+        default="auto",
+        help="which SVC trains each setting (default: %(default)s; auto: svmcore)",
+    )
     ap.add_argument("--C", type=float, default=None, help="fixed C for every setting (default: 3-fold CV on train)")
     args = ap.parse_args()
     if args.C is not None and not 0 < args.C < float("inf"):
@@ -83,13 +90,17 @@ def main():
     for split in ("train", "test"):
         X, y = d[f"X_{split}"], d[f"y_{split}"]
         if X.ndim != 3 or X.shape[1:] != (WINDOW, WINDOW) or y.shape != (len(X),):
-            ap.error(f"--data {args.data}: X_{split} {X.shape} and y_{split} {y.shape} are not {WINDOW}x{WINDOW} "
-                     "patches with one label each")
+            ap.error(
+                f"--data {args.data}: X_{split} {X.shape} and y_{split} {y.shape} are not {WINDOW}x{WINDOW} "
+                "patches with one label each"
+            )
     solver = pick_solver(args.solver)
     X_train, y_train = d["X_train"], d["y_train"].astype(int)
     X_test, y_test = d["X_test"], d["y_test"].astype(int)
-    print(f"CBCL: train {len(y_train)} ({y_train.sum()} faces), test {len(y_test)} ({y_test.sum()} faces); "
-          f"solver {solver}")
+    print(
+        f"CBCL: train {len(y_train)} ({y_train.sum()} faces), test {len(y_test)} ({y_test.sum()} faces); "
+        f"solver {solver}"
+    )
     rows = []
     for label, mask, plane, equalize in SETTINGS:
         t0 = time.perf_counter()
@@ -104,13 +115,24 @@ def main():
         model = make_svc(solver, C, gamma).fit(Ftr, y_train)
         scores = model.decision_function(Fte)
         n_sv = len(getattr(model, "support_", getattr(model, "support_vectors_", [])))
-        rows.append((label, Ftr.shape[1], C, n_sv, roc_auc(scores, y_test),
-                     detection_rate_at_fpr(scores, y_test, 0.01), detection_rate_at_fpr(scores, y_test, 0.1)))
+        rows.append(
+            (
+                label,
+                Ftr.shape[1],
+                C,
+                n_sv,
+                roc_auc(scores, y_test),
+                detection_rate_at_fpr(scores, y_test, 0.01),
+                detection_rate_at_fpr(scores, y_test, 0.1),
+            )
+        )
         print(f"  {label}: C={C:g}, {n_sv} SVs, AUC {rows[-1][4]:.4f}, {time.perf_counter() - t0:.1f} s", flush=True)
     print()
-    print(f"| preprocessing | features | C ({'fixed' if args.C is not None else 'CV on train'}) | support vectors "
-          "| ROC AUC | detection rate at 1% FPR "
-          "| detection rate at 10% FPR |")
+    print(
+        f"| preprocessing | features | C ({'fixed' if args.C is not None else 'CV on train'}) | support vectors "
+        "| ROC AUC | detection rate at 1% FPR "
+        "| detection rate at 10% FPR |"
+    )
     print("|---|---:|---:|---:|---:|---:|---:|")
     for label, p, C, n_sv, auc, dr1, dr10 in rows:
         print(f"| {label} | {p} | {C:g} | {n_sv} | {auc:.4f} | {dr1:.3f} | {dr10:.3f} |")

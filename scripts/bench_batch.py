@@ -13,6 +13,7 @@ timed by wall clock and by the CPU time and peak resident memory the kernel repo
 the grey image, as OpenCV users run it. The commands take turns, ``--repeat`` rounds; the best round of each is
 reported, with facedet's time as a ratio to Haar's.
 """
+
 import argparse
 import json
 import os
@@ -79,10 +80,15 @@ def make_photo(folder, megapixels):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--repeat", type=positive_int, default=3,
-                    help="rounds; the best of each is reported (default: %(default)s)")
-    ap.add_argument("--megapixels", type=positive_int, default=None,
-                    help="time one photo of about this many megapixels (default: none, the MIT+CMU batch)")
+    ap.add_argument(
+        "--repeat", type=positive_int, default=3, help="rounds; the best of each is reported (default: %(default)s)"
+    )
+    ap.add_argument(
+        "--megapixels",
+        type=positive_int,
+        default=None,
+        help="time one photo of about this many megapixels (default: none, the MIT+CMU batch)",
+    )
     ap.add_argument("--data", type=Path, default=DATA, help="the shared/data folder (default: %(default)s)")
     args = ap.parse_args()
     require_data(args.data)
@@ -105,8 +111,10 @@ def main():
                 if best[name] is None or result[0] < best[name][0]:
                     best[name] = result
         print(f"{len(files)} image(s), best of {args.repeat} rounds, each command whole (start-up included)")
-        print(f"{'command':10s} {'wall s':>8s} {'CPU s':>8s} {'peak MB':>8s} {'images':>7s} {'faces':>6s} "
-              f"{'wall ratio':>11s}")
+        print(
+            f"{'command':10s} {'wall s':>8s} {'CPU s':>8s} {'peak MB':>8s} {'images':>7s} {'faces':>6s} "
+            f"{'wall ratio':>11s}"
+        )
         for name, (wall, cpu, rss) in best.items():
             n, faces = count_faces(out[name])
             print(f"{name:10s} {wall:8.2f} {cpu:8.2f} {rss:8.0f} {n:7d} {faces:6d} {wall / best['haar'][0]:10.2f}x")

@@ -23,6 +23,7 @@ Usage: python scripts/bench_cascade.py [--data DIR] [--partitions 4] [--n-train 
                                        [--cache-size 4000] [--threads 2] [--no-dask]
 Needs the dask extra (dask[distributed]) for the Dask fit. Not part of the test suite.
 """
+
 from __future__ import annotations
 
 from _script import DATA, limit_threads, positive_int, require_data  # scripts/ is on sys.path when run
@@ -43,8 +44,7 @@ from svmcore.cascade import CascadeSVC
 from _training_data import load_training_data, webfaces_windows
 from train_default import CBCL_AUGMENTATION, RANDOM_NONFACES, ROTATIONS, SVM_PARAMS
 
-ROW = ("| {fit} | {n} | {passes} | {objective:.10g} | {gap} | {kkt:.2e} | {sv} | {acc:.2%} | {seconds:.1f} | "
-       "{ratio} |")
+ROW = "| {fit} | {n} | {passes} | {objective:.10g} | {gap} | {kkt:.2e} | {sv} | {acc:.2%} | {seconds:.1f} | {ratio} |"
 
 
 def default_training_set(data):
@@ -63,25 +63,49 @@ def row(fit, model, seconds, reference, Xt, yt):
     """A table row of a fitted SVC or CascadeSVC; ``reference``: (objective, seconds) of the single fit, or None."""
     svc = getattr(model, "svc_", model)
     objective = model.objective_
-    return dict(fit=fit, passes=getattr(model, "n_passes_", "-"), objective=objective, kkt=model.kkt_violation_,
-                sv=len(svc.support_), acc=model.score(Xt, yt), seconds=seconds,
-                gap="-" if reference is None else f"{abs(objective - reference[0]) / abs(reference[0]):.1e}",
-                ratio="1" if reference is None else f"{seconds / reference[1]:.2f}")
+    return dict(
+        fit=fit,
+        passes=getattr(model, "n_passes_", "-"),
+        objective=objective,
+        kkt=model.kkt_violation_,
+        sv=len(svc.support_),
+        acc=model.score(Xt, yt),
+        seconds=seconds,
+        gap="-" if reference is None else f"{abs(objective - reference[0]) / abs(reference[0]):.1e}",
+        ratio="1" if reference is None else f"{seconds / reference[1]:.2f}",
+    )
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", type=Path, default=DATA, help="the shared/data folder (default: %(default)s)")
-    ap.add_argument("--partitions", type=positive_int, default=4,
-                    help="first-layer partitions of the cascade (default: %(default)s)")
-    ap.add_argument("--n-train", type=positive_int, default=None,
-                    help="train on at most this many rows, drawn at random (default: all but the held-out ones)")
-    ap.add_argument("--test-fraction", type=float, default=0.2,
-                    help="share of the rows held out for the test accuracy (default: %(default)s)")
-    ap.add_argument("--cache-size", type=float, default=4000.0,
-                    help="kernel cache of each SVC fit and sub-fit, MB (default: %(default)s)")
-    ap.add_argument("--threads", default="2", help="threads for BLAS, numba and the in-process cascade "
-                                                   "(default: %(default)s)")
+    ap.add_argument(
+        "--partitions",
+        type=positive_int,
+        default=4,
+        help="first-layer partitions of the cascade (default: %(default)s)",
+    )
+    ap.add_argument(
+        "--n-train",
+        type=positive_int,
+        default=None,
+        help="train on at most this many rows, drawn at random (default: all but the held-out ones)",
+    )
+    ap.add_argument(
+        "--test-fraction",
+        type=float,
+        default=0.2,
+        help="share of the rows held out for the test accuracy (default: %(default)s)",
+    )
+    ap.add_argument(
+        "--cache-size",
+        type=float,
+        default=4000.0,
+        help="kernel cache of each SVC fit and sub-fit, MB (default: %(default)s)",
+    )
+    ap.add_argument(
+        "--threads", default="2", help="threads for BLAS, numba and the in-process cascade (default: %(default)s)"
+    )
     ap.add_argument("--no-dask", action="store_true", help="skip the fit on a local Dask cluster")
     args = ap.parse_args()
     if not 0 < args.test_fraction < 1:
@@ -96,11 +120,13 @@ def main():
     n_test = int(round(args.test_fraction * len(F)))
     # the training rows in random order: a dask array's chunks are the cascade's partitions, and the set is
     # sorted by class (single-class partitions filter nothing)
-    test, train = np.sort(perm[:n_test]), perm[n_test:][:args.n_train]
+    test, train = np.sort(perm[:n_test]), perm[n_test:][: args.n_train]
     X, y, Xt, yt = F[train], labels[train], F[test], labels[test]
-    print(f"patches: {len(F)} rows ({int(labels.sum())} faces) x {F.shape[1]} features in "
-          f"{time.perf_counter() - t:.0f} s; training on {len(X)} ({int(y.sum())} faces), testing on {len(Xt)}",
-          flush=True)
+    print(
+        f"patches: {len(F)} rows ({int(labels.sum())} faces) x {F.shape[1]} features in "
+        f"{time.perf_counter() - t:.0f} s; training on {len(X)} ({int(y.sum())} faces), testing on {len(Xt)}",
+        flush=True,
+    )
     params = {**SVM_DEFAULTS, "C": SVM_PARAMS["C"], "cache_size": args.cache_size}
     print(f"SVC parameters: {params}; {args.partitions} partitions", flush=True)
     threads = int(args.threads)
@@ -127,23 +153,33 @@ def main():
         import distributed
 
         one = {v: "1" for v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS")}
-        with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
-                                      env=one) as cluster, distributed.Client(cluster) as client:
+        with (
+            distributed.LocalCluster(
+                n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None, env=one
+            ) as cluster,
+            distributed.Client(cluster) as client,
+        ):
             CascadeSVC(**params, n_partitions=2, client=client).fit(X[w], y[w])  # the workers' numba code, untimed
             # the rows as data held by the workers: one chunk per partition, scattered before the timing
             step = -(-len(X) // args.partitions)
             starts = range(0, len(X), step)
-            futures = client.scatter([X[s:s + step] for s in starts])
-            Xd = da.concatenate([da.from_delayed(f, shape=(min(step, len(X) - s), X.shape[1]), dtype=X.dtype)
-                                 for f, s in zip(futures, starts, strict=True)])
+            futures = client.scatter([X[s : s + step] for s in starts])
+            Xd = da.concatenate(
+                [
+                    da.from_delayed(f, shape=(min(step, len(X) - s), X.shape[1]), dtype=X.dtype)
+                    for f, s in zip(futures, starts, strict=True)
+                ]
+            )
             t = time.perf_counter()
             remote = CascadeSVC(**params, client=client).fit(Xd, y)
             seconds = time.perf_counter() - t
         rows.append(row("CascadeSVC, Dask, 2 workers", remote, seconds, reference, Xt, yt))
         print(f"CascadeSVC on Dask: {seconds:.1f} s, objective per pass {remote.objective_path_.tolist()}", flush=True)
 
-    print("\n| fit | training rows | passes | dual objective | rel. gap to SVC | KKT violation (all rows) | SVs | "
-          "test accuracy | seconds | x SVC's time |")
+    print(
+        "\n| fit | training rows | passes | dual objective | rel. gap to SVC | KKT violation (all rows) | SVs | "
+        "test accuracy | seconds | x SVC's time |"
+    )
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         print(ROW.format(**{**r, "n": len(X)}))

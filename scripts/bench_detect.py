@@ -58,6 +58,7 @@ val faces of at least 20 px, over the faces tilted more than 15 degrees (the eye
 over the faces under 30 px, and its false positives (which here include profile and small faces the set does
 not annotate).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -74,13 +75,7 @@ import cv2
 import numpy as np
 
 from facedet.detector import default_model_path
-from facedet.evaluate import (
-    detection_rate_at_fp,
-    evaluate_detections,
-    iou,
-    match_detections,
-    read_annotations,
-)
+from facedet.evaluate import detection_rate_at_fp, evaluate_detections, iou, match_detections, read_annotations
 from facedet.imageio import read_rgb
 from facedet.patches import read_landmarks
 
@@ -106,8 +101,9 @@ class Haar:
         # enlarge: the image is scaled up so that a min_size face fills the cascade's window
         self.factor = window / min_size if enlarge and min_size < window else 1.0
         self.smallest = max(min_size, round(window / self.factor))
-        self.params = dict(scaleFactor=scale_factor, minNeighbors=min_neighbors,
-                           minSize=(round(min_size * self.factor),) * 2)
+        self.params = dict(
+            scaleFactor=scale_factor, minNeighbors=min_neighbors, minSize=(round(min_size * self.factor),) * 2
+        )
         self.name = f"haar sf={scale_factor} mn={min_neighbors}" + (f" x{self.factor:.1f}" if self.factor > 1 else "")
 
     def __call__(self, rgb, grey):
@@ -126,15 +122,16 @@ class DlibHog:
         self.detector = dlib.get_frontal_face_detector()
         self.upsample = upsample
         self.threshold = threshold  # dlib's adjust_threshold: detections scoring above it
-        self.smallest = 80 // 2 ** upsample  # its window is 80 px; each upsampling halves the smallest face
+        self.smallest = 80 // 2**upsample  # its window is 80 px; each upsampling halves the smallest face
         self.name = f"dlib-hog upsample={upsample}" + (f" score>{threshold:g}" if threshold else "")
 
     def __call__(self, rgb, grey):
         rects, scores, _ = self.detector.run(rgb, self.upsample, self.threshold)
         if not rects:
             return np.zeros((0, 5))
-        return np.array([[r.left(), r.top(), r.width(), r.height(), s] for r, s in zip(rects, scores, strict=True)],
-                        float)
+        return np.array(
+            [[r.left(), r.top(), r.width(), r.height(), s] for r, s in zip(rects, scores, strict=True)], float
+        )
 
 
 class Facedet:
@@ -231,38 +228,78 @@ def fmt(x, spec):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--model", "--classifier", dest="models", action="append", default=[], type=Path,
-                    help="a saved facedet detector to compare as well (repeatable)")
+    ap.add_argument(
+        "--model",
+        "--classifier",
+        dest="models",
+        action="append",
+        default=[],
+        type=Path,
+        help="a saved facedet detector to compare as well (repeatable)",
+    )
     ap.add_argument("--no-default", action="store_true", help="skip the default facedet model")
-    ap.add_argument("--repeat", type=positive_int, default=3,
-                    help="timing: best of N runs per image (default: %(default)s)")
-    ap.add_argument("--threads", type=int, default=1,
-                    help="threads for every library (OpenCV, numba, BLAS, dlib; default: %(default)s)")
+    ap.add_argument(
+        "--repeat", type=positive_int, default=3, help="timing: best of N runs per image (default: %(default)s)"
+    )
+    ap.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="threads for every library (OpenCV, numba, BLAS, dlib; default: %(default)s)",
+    )
     ap.add_argument("--data", type=Path, default=DATA, help="the shared/data folder (default: %(default)s)")
     ap.add_argument("--no-dlib", action="store_true", help="skip dlib's HOG detector (a shorter run)")
-    ap.add_argument("--mit-cmu", action="store_true",
-                    help="run the MIT+CMU benchmark (ROC points, operating points) instead of the scenes one")
-    ap.add_argument("--webfaces-val", action="store_true",
-                    help="run the caltech_webfaces val benchmark (detection rate by tilt and size) instead")
-    ap.add_argument("--limit", type=positive_int, default=None,
-                    help="--mit-cmu: only the first N images in name order, a quick check whose figures are not "
-                         "the benchmark's (default: all 130)")
-    ap.add_argument("--sweep", type=float, default=1.0,
-                    help="--mit-cmu: scan facedet with the model's threshold lowered by this much, so that its "
-                         "ROC goes past its operating point (default: %(default)s)")
-    ap.add_argument("--calibration-images", type=positive_int, default=300,
-                    help="--mit-cmu: caltech_webfaces val images the Haar and dlib box maps are fitted on "
-                         "(default: %(default)s)")
+    ap.add_argument(
+        "--mit-cmu",
+        action="store_true",
+        help="run the MIT+CMU benchmark (ROC points, operating points) instead of the scenes one",
+    )
+    ap.add_argument(
+        "--webfaces-val",
+        action="store_true",
+        help="run the caltech_webfaces val benchmark (detection rate by tilt and size) instead",
+    )
+    ap.add_argument(
+        "--limit",
+        type=positive_int,
+        default=None,
+        help="--mit-cmu: only the first N images in name order, a quick check whose figures are not "
+        "the benchmark's (default: all 130)",
+    )
+    ap.add_argument(
+        "--sweep",
+        type=float,
+        default=1.0,
+        help="--mit-cmu: scan facedet with the model's threshold lowered by this much, so that its "
+        "ROC goes past its operating point (default: %(default)s)",
+    )
+    ap.add_argument(
+        "--calibration-images",
+        type=positive_int,
+        default=300,
+        help="--mit-cmu: caltech_webfaces val images the Haar and dlib box maps are fitted on (default: %(default)s)",
+    )
     args = ap.parse_args()
     if args.mit_cmu:
-        require_files(args.data, ["mit_cmu_frontal/boxes.csv", "caltech_webfaces/boxes.csv"],
-                      "the MIT+CMU benchmark and the box-map images")
+        require_files(
+            args.data,
+            ["mit_cmu_frontal/boxes.csv", "caltech_webfaces/boxes.csv"],
+            "the MIT+CMU benchmark and the box-map images",
+        )
     elif args.webfaces_val:
-        require_files(args.data, ["caltech_webfaces/boxes.csv", "caltech_webfaces/landmarks.csv"],
-                      "the Web Faces val images")
+        require_files(
+            args.data, ["caltech_webfaces/boxes.csv", "caltech_webfaces/landmarks.csv"], "the Web Faces val images"
+        )
     else:
-        require_files(args.data, ["scenes_annotated_dlib_voc/boxes.csv", "misc_faces_skimage/astronaut.png",
-                                  "cbcl_face_db1/cbcl_face_db1_19x19_uint8.npz"], "the benchmark images and patches")
+        require_files(
+            args.data,
+            [
+                "scenes_annotated_dlib_voc/boxes.csv",
+                "misc_faces_skimage/astronaut.png",
+                "cbcl_face_db1/cbcl_face_db1_19x19_uint8.npz",
+            ],
+            "the benchmark images and patches",
+        )
     if not args.sweep >= 0:
         ap.error(f"--sweep: expected a number >= 0, got {args.sweep}")
     missing = [str(p) for p in args.models if not p.is_file()]
@@ -289,9 +326,11 @@ def main():
     astro = load_images([astro_path])
     ann_astro = {astro_path.name: (np.array([ASTRONAUT_BOX]), np.zeros(1, bool))}
 
-    print(f"# {len(images)} scenes images ({sum(len(b) for b, _ in ann_all.values())} faces), astronaut.png; "
-          f"threads={args.threads}, "
-          f"CPU ms, best of {args.repeat}")
+    print(
+        f"# {len(images)} scenes images ({sum(len(b) for b, _ in ann_all.values())} faces), astronaut.png; "
+        f"threads={args.threads}, "
+        f"CPU ms, best of {args.repeat}"
+    )
     scene_rows, astro_rows, cal_rows = [], [], []
     for det in detectors:
         dets, ms, _ = run(det, images, args.repeat)
@@ -312,22 +351,28 @@ def main():
 
     print_box_maps("Box calibration fitted on the train split (4 images, 18 faces; matches at IoU >= 0.3)", cal_rows)
 
-    for split, title in (("test", "test split: 5 images, 25 faces"),
-                         ("all", "all 9 images, 43 faces (calibrated rows include the 4 calibration images)")):
+    for split, title in (
+        ("test", "test split: 5 images, 25 faces"),
+        ("all", "all 9 images, 43 faces (calibrated rows include the 4 calibration images)"),
+    ):
         print(f"\n## scenes_annotated_dlib_voc, {title}; IoU >= 0.5\n")
         print("| detector | boxes | detection rate | false positives | AP | ms / image |")
         print("|---|---|---:|---:|---:|---:|")
         for s, name, boxes, r, t in scene_rows:
             if s == split:
-                print(f"| {name} | {boxes} | {r.detection_rate:.3f} ({round(r.detection_rate * r.n_truth)}/"
-                      f"{r.n_truth}) | {r.false_positives} | {fmt(r.average_precision, '.3f')} | {t:.1f} |")
+                print(
+                    f"| {name} | {boxes} | {r.detection_rate:.3f} ({round(r.detection_rate * r.n_truth)}/"
+                    f"{r.n_truth}) | {r.false_positives} | {fmt(r.average_precision, '.3f')} | {t:.1f} |"
+                )
 
     print("\n## astronaut.png (512x512, one face, hand-measured box); hit = IoU >= 0.5\n")
     print("| detector | boxes | face found | best IoU | other boxes | ms |")
     print("|---|---|---|---:|---:|---:|")
     for name, boxes, r, best, t in astro_rows:
-        print(f"| {name} | {boxes} | {'yes' if r.detection_rate == 1 else 'no'} | {best:.2f} | "
-              f"{r.false_positives} | {t:.1f} |")
+        print(
+            f"| {name} | {boxes} | {'yes' if r.detection_rate == 1 else 'no'} | {best:.2f} | "
+            f"{r.false_positives} | {t:.1f} |"
+        )
 
     speed(detectors, images, args)
     window_cost(detectors, args)
@@ -359,10 +404,12 @@ def mit_cmu(facedets, args, ap):
     names = sorted(p.name for p in (folder / "images").iterdir() if p.suffix.lower() == ".gif")
     absent = sorted(set(listed) - set(names))
     if absent:  # a folder short of images would give figures of another set
-        ap.error(f"{folder / 'images'} lacks {len(absent)} images that boxes.csv lists ({', '.join(absent[:3])}"
-                 f"{', ...' if len(absent) > 3 else ''})")
+        ap.error(
+            f"{folder / 'images'} lacks {len(absent)} images that boxes.csv lists ({', '.join(absent[:3])}"
+            f"{', ...' if len(absent) > 3 else ''})"
+        )
     no_face = (np.zeros((0, 4)), np.zeros(0, bool))
-    ann = {n: listed.get(n, no_face) for n in names[:args.limit]}
+    ann = {n: listed.get(n, no_face) for n in names[: args.limit]}
     n_free = sum(n not in listed for n in ann)
     n_faces = sum(int((~ignore).sum()) for _, ignore in ann.values())
     n_ignored = sum(int(ignore.sum()) for _, ignore in ann.values())
@@ -374,16 +421,29 @@ def mit_cmu(facedets, args, ap):
     runs = []
     for det in facedets:
         thr = det.detector.threshold
-        runs.append((det.name, det.with_params(threshold=thr - args.sweep), det,
-                     f"threshold from {thr - args.sweep:+.2f} (op: {thr:+.2f})", False))
+        runs.append(
+            (
+                det.name,
+                det.with_params(threshold=thr - args.sweep),
+                det,
+                f"threshold from {thr - args.sweep:+.2f} (op: {thr:+.2f})",
+                False,
+            )
+        )
     runs.append(("haar sf=1.1 (frontalface_default)", Haar(1.1, 1), Haar(1.1, 3), "neighbours from 1 (op: 3)", True))
     if not args.no_dlib:
         runs.append(("dlib-hog upsample=1", DlibHog(1, threshold=-1.0), DlibHog(1), "score from -1 (op: > 0)", True))
 
-    scope = (f"the first {len(ann)} of {len(names)} images (--limit: not the benchmark's figures)" if args.limit
-             else f"all {len(ann)} images")
-    print(f"# MIT+CMU frontal: {scope}, {n_free} without faces, {n_faces} faces ({n_ignored} ignored); box maps "
-          f"from {len(val)} caltech_webfaces val images; threads={args.threads}", flush=True)
+    scope = (
+        f"the first {len(ann)} of {len(names)} images (--limit: not the benchmark's figures)"
+        if args.limit
+        else f"all {len(ann)} images"
+    )
+    print(
+        f"# MIT+CMU frontal: {scope}, {n_free} without faces, {n_faces} faces ({n_ignored} ignored); box maps "
+        f"from {len(val)} caltech_webfaces val images; threads={args.threads}",
+        flush=True,
+    )
     rows, maps, calibrated = [], [], []
     for name, swept, operating, sweep, fit in runs:
         t0 = time.process_time()
@@ -395,21 +455,25 @@ def mit_cmu(facedets, args, ap):
             val_dets, _, _ = run(operating, val_images, 1)
             cal, n_pairs = fit_calibration(val_dets, val)
             maps.append((name, n_pairs, cal))
-        for boxes in (("mapped", "raw") if fit else ("model's",)):
+        for boxes in ("mapped", "raw") if fit else ("model's",):
             f = (lambda d, cal=cal: calibrate(d, cal)) if boxes == "mapped" else (lambda d: d)
             r_swept = evaluate_detections({k: f(d) for k, d in dets_swept.items()}, ann)
             r_op = evaluate_detections({k: f(d) for k, d in dets_op.items()}, ann)
-            rows.append((name, boxes, sweep, detection_rate_at_fp(r_swept, FP_POINTS), r_swept.false_positives,
-                         r_op))
+            rows.append((name, boxes, sweep, detection_rate_at_fp(r_swept, FP_POINTS), r_swept.false_positives, r_op))
         print(f"#   {name}: {seconds:.0f} s CPU on the MIT+CMU images (both runs)", flush=True)
         if getattr(getattr(operating, "detector", None), "platt", None) is not None:
             calibrated.append((name, operating.detector, dets_swept))
 
-    print_box_maps(f"Box maps fitted on {len(val)} caltech_webfaces val images (detections at the operating point "
-                   "matched at IoU >= 0.3)", maps)
+    print_box_maps(
+        f"Box maps fitted on {len(val)} caltech_webfaces val images (detections at the operating point "
+        "matched at IoU >= 0.3)",
+        maps,
+    )
 
-    print(f"\n## MIT+CMU frontal: detection rate at a number of false positives over {scope}, {n_free} without "
-          f"faces, {n_faces} faces (IoU >= 0.5)\n")
+    print(
+        f"\n## MIT+CMU frontal: detection rate at a number of false positives over {scope}, {n_free} without "
+        f"faces, {n_faces} faces (IoU >= 0.5)\n"
+    )
     print("| detector | boxes | swept | " + " | ".join(map(str, FP_POINTS)) + " | operating point |")
     print("|---|---|---|" + "---:|" * len(FP_POINTS) + "---|")
     short = False
@@ -418,10 +482,16 @@ def mit_cmu(facedets, args, ap):
         cells = [f"{100 * a:.1f}%" + ("\\*" if k > end else "") for a, k in zip(at, FP_POINTS, strict=True)]
         short |= any(k > end for k in FP_POINTS)
         hits = round(r.detection_rate * r.n_truth)
-        print(f"| {name} | {boxes} | {sweep} | " + " | ".join(cells) +
-              f" | {100 * r.detection_rate:.1f}% ({hits}/{r.n_truth}), {r.false_positives} FP |")
-    print("| Viola-Jones, published (IJCV 2004, Table 3; 507 faces) | | | "
-          + " | ".join(f"{100 * v:.1f}%" for v in VIOLA_JONES) + " | |")
+        print(
+            f"| {name} | {boxes} | {sweep} | "
+            + " | ".join(cells)
+            + f" | {100 * r.detection_rate:.1f}% ({hits}/{r.n_truth}), {r.false_positives} FP |"
+        )
+    print(
+        "| Viola-Jones, published (IJCV 2004, Table 3; 507 faces) | | | "
+        + " | ".join(f"{100 * v:.1f}%" for v in VIOLA_JONES)
+        + " | |"
+    )
     if short:
         print("\n\\* the swept detections end below this number of false positives: the rate of all of them")
     for name, detector, dets in calibrated:
@@ -437,8 +507,11 @@ def reliability(name, detector, dets, ann):
         m = match_detections(d, truth, ignore)
         conf.append(detector.confidence(d[~m["is_ignored"], 4]))
         is_face.append(m["is_tp"][~m["is_ignored"]])
-    print_reliability(f"{name}: confidence against the fraction of faces, at the swept threshold",
-                      np.concatenate(conf), np.concatenate(is_face))
+    print_reliability(
+        f"{name}: confidence against the fraction of faces, at the swept threshold",
+        np.concatenate(conf),
+        np.concatenate(is_face),
+    )
 
 
 def calibration_images(args):
@@ -458,19 +531,29 @@ def webfaces_val(facedets, args):
     web = args.data / "caltech_webfaces"
     ann = read_annotations(web / "boxes.csv", split="val")
     points = read_landmarks(web / "landmarks.csv", split="val")
-    names = list(ann)[:args.limit]
+    names = list(ann)[: args.limit]
     ann = {n: ann[n] for n in names}
     # the landmarks' rows are the boxes' rows, face for face
-    tilt = {n: np.degrees(np.abs(np.arctan2(points[n][:, 1, 1] - points[n][:, 0, 1],
-                                            points[n][:, 1, 0] - points[n][:, 0, 0]))) for n in names}
+    tilt = {
+        n: np.degrees(
+            np.abs(np.arctan2(points[n][:, 1, 1] - points[n][:, 0, 1], points[n][:, 1, 0] - points[n][:, 0, 0]))
+        )
+        for n in names
+    }
     images = load_images([web / "images" / n for n in names])
     cal_ann, cal_images = calibration_images(args)
     runs = [(det.name, det, False) for det in facedets] + [("haar sf=1.1 mn=3", Haar(1.1, 3), True)]
     runs += [] if args.no_dlib else [("dlib-hog upsample=1", DlibHog(1), True)]
-    groups = {"all": lambda n, b: np.ones(len(b), bool), "tilted > 15 deg": lambda n, b: tilt[n] > 15,
-              "under 30 px": lambda n, b: b[:, 2] < 30}
-    print(f"# caltech_webfaces val: {len(names)} images; Haar and dlib box maps from {len(cal_ann)} of them; "
-          f"threads={args.threads}", flush=True)
+    groups = {
+        "all": lambda n, b: np.ones(len(b), bool),
+        "tilted > 15 deg": lambda n, b: tilt[n] > 15,
+        "under 30 px": lambda n, b: b[:, 2] < 30,
+    }
+    print(
+        f"# caltech_webfaces val: {len(names)} images; Haar and dlib box maps from {len(cal_ann)} of them; "
+        f"threads={args.threads}",
+        flush=True,
+    )
     print("\n| detector | " + " | ".join(f"DR {g}" for g in groups) + " | false positives | ms / image |")
     print("|---|" + "---:|" * (len(groups) + 2))
     for name, det, fit in runs:
@@ -516,15 +599,27 @@ def window_cost(detectors, args):
             f = D.score_features(F)
             t2 = time.process_time()
             t_feat, t_score = min(t_feat, t1 - t0), min(t_score, t2 - t1)
-        rows.append((det.name, F.shape[1], 1e6 * t_feat / len(X), 1e6 * t_score / len(X), roc_auc(f, y),
-                     detection_rate_at_fpr(f, y, 0.01)))
+        rows.append(
+            (
+                det.name,
+                F.shape[1],
+                1e6 * t_feat / len(X),
+                1e6 * t_score / len(X),
+                roc_auc(f, y),
+                detection_rate_at_fpr(f, y, 0.01),
+            )
+        )
     if not rows:
         return
     ref = rows[0][2] + rows[0][3]
-    print(f"\n## Per window: CBCL test patches ({len(X)}, {int(y.sum())} faces), {args.threads} thread(s), "
-          f"CPU us per window, best of {args.repeat}\n")
-    print("| detector | features | features us | classifier us | total us | ratio to the first | patch ROC AUC "
-          "| DR at 1% FP |")
+    print(
+        f"\n## Per window: CBCL test patches ({len(X)}, {int(y.sum())} faces), {args.threads} thread(s), "
+        f"CPU us per window, best of {args.repeat}\n"
+    )
+    print(
+        "| detector | features | features us | classifier us | total us | ratio to the first | patch ROC AUC "
+        "| DR at 1% FP |"
+    )
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for name, p, tf, ts, auc, dr in rows:
         print(f"| {name} | {p} | {tf:.2f} | {ts:.2f} | {tf + ts:.2f} | {(tf + ts) / ref:.2f} | {auc:.3f} | {dr:.3f} |")
@@ -533,8 +628,13 @@ def window_cost(detectors, args):
 def speed(detectors, images, args):
     """ms per 640x480 image over all scales from 20-px faces up, ratio to the Haar cascade (sf 1.2) as it runs
     by default (from 24 px) and enlarged to reach 20 px."""
-    small = {k: (cv2.resize(rgb, (640, 480), interpolation=cv2.INTER_AREA),
-                 cv2.resize(grey, (640, 480), interpolation=cv2.INTER_AREA)) for k, (rgb, grey) in images.items()}
+    small = {
+        k: (
+            cv2.resize(rgb, (640, 480), interpolation=cv2.INTER_AREA),
+            cv2.resize(grey, (640, 480), interpolation=cv2.INTER_AREA),
+        )
+        for k, (rgb, grey) in images.items()
+    }
     runs = [Haar(1.2, 3), Haar(1.2, 3, enlarge=True), Haar(1.1, 5), Haar(1.1, 5, enlarge=True)]
     for det in detectors:
         if isinstance(det, Facedet):
@@ -556,14 +656,20 @@ def speed(detectors, images, args):
     times = {k: float(v.mean()) for k, v in cpu.items()}
     walls = {k: float(v.mean()) for k, v in wall.items()}
     ref, ref20 = times[runs[0].name], times[runs[1].name]
-    print(f"\n## Speed: {len(small)} scenes images resized to 640x480, faces from {MIN_FACE} px up "
-          f"(each detector's smallest face in the table), best of {args.repeat}, {args.threads} thread(s)\n")
-    print(f"| detector | smallest face | CPU ms / image | ratio to {runs[0].name} | ratio to {runs[1].name} | "
-          "wall ms / image |")
+    print(
+        f"\n## Speed: {len(small)} scenes images resized to 640x480, faces from {MIN_FACE} px up "
+        f"(each detector's smallest face in the table), best of {args.repeat}, {args.threads} thread(s)\n"
+    )
+    print(
+        f"| detector | smallest face | CPU ms / image | ratio to {runs[0].name} | ratio to {runs[1].name} | "
+        "wall ms / image |"
+    )
     print("|---|---:|---:|---:|---:|---:|")
     for det in runs:
-        print(f"| {det.name} | {det.smallest:g} px | {times[det.name]:.1f} | {times[det.name] / ref:.2f} | "
-              f"{times[det.name] / ref20:.2f} | {walls[det.name]:.1f} |")
+        print(
+            f"| {det.name} | {det.smallest:g} px | {times[det.name]:.1f} | {times[det.name] / ref:.2f} | "
+            f"{times[det.name] / ref20:.2f} | {walls[det.name]:.1f} |"
+        )
 
 
 if __name__ == "__main__":

@@ -45,6 +45,7 @@ Run: PYTHONPATH=. python scripts/bench_pmsvm.py [--quick | --epochs-only] [--set
 (--quick: pendigits only, a smoke test; --epochs-only: only the epoch and scoring-speed sections; --sets: some of
 pendigits, usps, cbcl, reuters, sector, the default all; about 8 minutes in all, 2-3 of them on sector)
 """
+
 from __future__ import annotations
 
 import argparse
@@ -75,11 +76,13 @@ def exact_svc_class():
     """svmcore.SVC if it works on a precomputed kernel, else scikit-learn's (said in the output)."""
     try:
         from svmcore import SVC
+
         K = np.array([[2.0, 1.0, 0.0], [1.0, 2.0, 0.0], [0.0, 0.0, 1.0]])
         SVC(kernel="precomputed").fit(K, [0, 0, 1])
         return SVC, "svmcore.SVC"
     except Exception as exc:  # noqa: BLE001 - any failure means: use the reference implementation
         from sklearn.svm import SVC
+
         print(f"svmcore.SVC unusable ({exc!r}); using sklearn.svm.SVC")
         return SVC, "sklearn.svm.SVC"
 
@@ -87,8 +90,12 @@ def exact_svc_class():
 # --- data ------------------------------------------------------------------------------------------
 def load_usps():
     with h5py.File(DATA / "bench" / "usps" / "usps.h5") as f:
-        return (f["train/data"][:].astype(np.float64), f["train/target"][:].astype(int),
-                f["test/data"][:].astype(np.float64), f["test/target"][:].astype(int))
+        return (
+            f["train/data"][:].astype(np.float64),
+            f["train/target"][:].astype(int),
+            f["test/data"][:].astype(np.float64),
+            f["test/target"][:].astype(int),
+        )
 
 
 def load_pendigits():
@@ -116,19 +123,23 @@ def load_sector():
 def hog_features(patches):
     """HOG of 19x19 uint8 patches resized to 24x24: 3x3 blocks of 2x2 cells of 6x6 px, 9 bins -> 324."""
     hog = cv2.HOGDescriptor((24, 24), (12, 12), (6, 6), (6, 6), 9)
-    return np.stack([hog.compute(cv2.resize(p, (24, 24), interpolation=cv2.INTER_LINEAR)).ravel()
-                     for p in patches]).astype(np.float64)
+    return np.stack(
+        [hog.compute(cv2.resize(p, (24, 24), interpolation=cv2.INTER_LINEAR)).ravel() for p in patches]
+    ).astype(np.float64)
 
 
 def load_cbcl_hog():
     d = np.load(DATA / "cbcl_face_db1" / "cbcl_face_db1_19x19_uint8.npz")
-    return (hog_features(d["X_train"]), d["y_train"].astype(int), hog_features(d["X_test"]),
-            d["y_test"].astype(int))
+    return (hog_features(d["X_train"]), d["y_train"].astype(int), hog_features(d["X_test"]), d["y_test"].astype(int))
 
 
-SETS = {"pendigits": ("pendigits / 100", load_pendigits), "usps": ("USPS", load_usps),
-        "cbcl": ("CBCL HOG (324-d)", load_cbcl_hog), "reuters": ("reuters (money-fx, tf-idf)", load_reuters),
-        "sector": ("sector (tf-idf)", load_sector)}
+SETS = {
+    "pendigits": ("pendigits / 100", load_pendigits),
+    "usps": ("USPS", load_usps),
+    "cbcl": ("CBCL HOG (324-d)", load_cbcl_hog),
+    "reuters": ("reuters (money-fx, tf-idf)", load_reuters),
+    "sector": ("sector (tf-idf)", load_sector),
+}
 
 
 # --- the exact kernel SVM, multiclass from binary precomputed fits ----------------------------------
@@ -140,10 +151,11 @@ def fit_exact(SVC, K, y, C, multi_class):
     elif multi_class == "ovr":
         problems = [(np.arange(len(y)), c) for c in classes]
     else:
-        problems = [(np.flatnonzero((y == a) | (y == b)), b) for i, a in enumerate(classes) for b in classes[i + 1:]]
-    return classes, [(idx, pos, SVC(C=C, kernel="precomputed").fit(K if len(idx) == len(y) else K[np.ix_(idx, idx)],
-                                                                  y[idx] == pos))
-                     for idx, pos in problems]
+        problems = [(np.flatnonzero((y == a) | (y == b)), b) for i, a in enumerate(classes) for b in classes[i + 1 :]]
+    return classes, [
+        (idx, pos, SVC(C=C, kernel="precomputed").fit(K if len(idx) == len(y) else K[np.ix_(idx, idx)], y[idx] == pos))
+        for idx, pos in problems
+    ]
 
 
 def predict_exact(classes, models, kernel_cols):
@@ -151,8 +163,10 @@ def predict_exact(classes, models, kernel_cols):
     sv = np.unique(np.concatenate([idx[m.support_] for idx, _, m in models]))
     Ksv = kernel_cols(sv)  # only support vectors' columns are ever needed
     where = {g: j for j, g in enumerate(sv)}
-    F = np.stack([Ksv[:, [where[g] for g in idx[m.support_]]] @ m.dual_coef_[0] + m.intercept_[0]
-                  for idx, _, m in models], axis=1)
+    F = np.stack(
+        [Ksv[:, [where[g] for g in idx[m.support_]]] @ m.dual_coef_[0] + m.intercept_[0] for idx, _, m in models],
+        axis=1,
+    )
     if len(classes) == 2:
         return classes[(F[:, 0] > 0).astype(int)]
     if len(models) == len(classes):
@@ -198,18 +212,22 @@ def epoch_cells(model):
     if not isinstance(model, PmSVM):
         return ""
     it, ps = model.n_iter_, model.n_passes_
-    return (f"{np.median(it):.0f} / {it.max()} ({np.mean(it < 10):.0%}) | "
-            f"{np.median(ps):.1f} / {ps.max():.1f} ({np.mean(ps < 10):.0%})")
+    return (
+        f"{np.median(it):.0f} / {it.max()} ({np.mean(it < 10):.0%}) | "
+        f"{np.median(ps):.1f} / {ps.max():.1f} ({np.mean(ps < 10):.0%})"
+    )
 
 
 def bench(name, Xtr, ytr, Xte, yte, SVC, svc_name, repeat=3):
     multiclass = len(np.unique(ytr)) > 2
     ovo = 2 < len(np.unique(ytr)) <= 20  # sector's 105 classes would make 5,460 pairs
-    print(f"\n## {name}: train {Xtr.shape}, test {Xte.shape}, {len(np.unique(ytr))} classes, "
-          f"features in [{Xtr.min():g}, {Xtr.max():g}]")
+    print(
+        f"\n## {name}: train {Xtr.shape}, test {Xte.shape}, {len(np.unique(ytr))} classes, "
+        f"features in [{Xtr.min():g}, {Xtr.max():g}]"
+    )
     rng = np.random.default_rng(0)
     perm = rng.permutation(len(ytr))
-    fit_i, val_i = np.sort(perm[len(ytr) // 5:]), np.sort(perm[:len(ytr) // 5])
+    fit_i, val_i = np.sort(perm[len(ytr) // 5 :]), np.sort(perm[: len(ytr) // 5])
     rows = []
     chosen = {}
     table_sec = {}
@@ -251,17 +269,26 @@ def bench(name, Xtr, ytr, Xte, yte, SVC, svc_name, repeat=3):
     pick("PmSVM-SGD (ovr, LUT, 20 epochs)", lambda C: PmSVM(C=C, solver="sgd", max_iter=20, **pm))
     # Wu's code trains the L2-loss dual (LIBLINEAR's solver_type 1) at a fixed C = 0.01: its "< 10 epochs"
     pick("PmSVM-LUT (ovr, squared hinge)", lambda C: PmSVM(C=C, loss="squared_hinge", **pm))
-    pick("PmSVM-LUT (ovr, squared hinge, Wu's C = 0.01)", lambda C: PmSVM(C=C, loss="squared_hinge", **pm),
-         grid=(0.01,))
+    pick(
+        "PmSVM-LUT (ovr, squared hinge, Wu's C = 0.01)", lambda C: PmSVM(C=C, loss="squared_hinge", **pm), grid=(0.01,)
+    )
     # LIBLINEAR's default tolerances: dual="auto" takes dual CD where the map's 3d features outnumber the samples
     lib_tol = 0.1 if len(ytr) < 3 * Xtr.shape[1] else 0.01
     for suffix, tol in (("", 1e-4), (FM_LIB, lib_tol)):
-        pick(fm + suffix, lambda C, tol=tol: make_pipeline(AdditiveChi2Sampler(sample_steps=2),
-                                                            LinearSVC(C=C, tol=tol, random_state=0)))
+        pick(
+            fm + suffix,
+            lambda C, tol=tol: make_pipeline(
+                AdditiveChi2Sampler(sample_steps=2), LinearSVC(C=C, tol=tol, random_state=0)
+            ),
+        )
         if ovo:  # the same map and solver, one LinearSVC per pair of classes: the reference for ovo rows
-            pick(fm + suffix + " (ovo)", lambda C, tol=tol: make_pipeline(
-                AdditiveChi2Sampler(sample_steps=2), OneVsOneClassifier(LinearSVC(C=C, tol=tol, random_state=0))),
-                "ovo")
+            pick(
+                fm + suffix + " (ovo)",
+                lambda C, tol=tol: make_pipeline(
+                    AdditiveChi2Sampler(sample_steps=2), OneVsOneClassifier(LinearSVC(C=C, tol=tol, random_state=0))
+                ),
+                "ovo",
+            )
     pick("LinearSVC", lambda C: LinearSVC(C=C, random_state=0))
     for label, (model, sec) in take_turns({label: fit for label, (C, fit, scheme) in methods.items()}, repeat).items():
         report(label, model, sec)
@@ -278,42 +305,69 @@ def bench(name, Xtr, ytr, Xte, yte, SVC, svc_name, repeat=3):
             C = chosen["PmSVM-LUT (ovr)"]
         (classes, models), sec = timed(lambda: fit_exact(SVC, K, ytr, C, mc))  # noqa: B023 (timed calls it here)
         pred = predict_exact(classes, models, lambda s: power_mean_kernel(Xte, Xtr[s], p=P))
-        rows.append((f"exact kernel {svc_name} ({mc}; Gram {gram_sec:.1f} s + fit {sec:.1f} s, one run)", C,
-                     gram_sec + sec, np.mean(pred == yte), " | ", mc))
+        rows.append(
+            (
+                f"exact kernel {svc_name} ({mc}; Gram {gram_sec:.1f} s + fit {sec:.1f} s, one run)",
+                C,
+                gram_sec + sec,
+                np.mean(pred == yte),
+                " | ",
+                mc,
+            )
+        )
         print(f"  {rows[-1][0]}: C={C:g}, test acc {100 * rows[-1][3]:.2f}%", flush=True)
 
-    ref, ref_lib = ({scheme: next(r[2] for r in rows if r[0] == fm + suffix + ("" if scheme == "ovr" else " (ovo)"))
-                     for scheme in (("ovr", "ovo") if ovo else ("ovr",))} for suffix in ("", FM_LIB))
-    print(f"\nfit s: fastest of {repeat} or more fits (until they total 1 s, at most 50) on the full training set, "
-          "the methods taking turns (exact kernel: one run). Speed ratio: the "
-          "feature map's fit time with the same multiclass scheme (ovr or ovo) / the method's fit time, at "
-          "scikit-learn's tol = 1e-4 and at LIBLINEAR's default tol (0.1 dual CD, 0.01 primal). Epochs: "
-          "LIBLINEAR's iteration count, median / max over the binary problems (share < 10); passes: gradient "
-          "evaluations / samples, the work in full-data passes once shrinking removed bounded variables.")
-    print("| method | C | fit s | feature-map time / method time | same, LIBLINEAR tol | test acc % "
-          "| epochs median / max (share < 10) | passes median / max (share < 10) |")
+    ref, ref_lib = (
+        {
+            scheme: next(r[2] for r in rows if r[0] == fm + suffix + ("" if scheme == "ovr" else " (ovo)"))
+            for scheme in (("ovr", "ovo") if ovo else ("ovr",))
+        }
+        for suffix in ("", FM_LIB)
+    )
+    print(
+        f"\nfit s: fastest of {repeat} or more fits (until they total 1 s, at most 50) on the full training set, "
+        "the methods taking turns (exact kernel: one run). Speed ratio: the "
+        "feature map's fit time with the same multiclass scheme (ovr or ovo) / the method's fit time, at "
+        "scikit-learn's tol = 1e-4 and at LIBLINEAR's default tol (0.1 dual CD, 0.01 primal). Epochs: "
+        "LIBLINEAR's iteration count, median / max over the binary problems (share < 10); passes: gradient "
+        "evaluations / samples, the work in full-data passes once shrinking removed bounded variables."
+    )
+    print(
+        "| method | C | fit s | feature-map time / method time | same, LIBLINEAR tol | test acc % "
+        "| epochs median / max (share < 10) | passes median / max (share < 10) |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     for label, C, sec, acc, epochs, scheme in rows:
-        print(f"| {label} | {C:g} | {sec:.3f} | {ref[scheme] / sec:.2f} | {ref_lib[scheme] / sec:.2f} "
-              f"| {100 * acc:.2f} | {epochs or ' | '} |")
+        print(
+            f"| {label} | {C:g} | {sec:.3f} | {ref[scheme] / sec:.2f} | {ref_lib[scheme] / sec:.2f} "
+            f"| {100 * acc:.2f} | {epochs or ' | '} |"
+        )
     if table_sec:
-        print("Fit builds no lookup table; the first scoring does (one run each): " + "; ".join(
-            f"{label} {1000 * t:.1f} ms, ratio with it {ref[scheme] / (sec + t):.2f}"
-            for label, C, sec, acc, epochs, scheme in rows if (t := table_sec.get(label)) is not None))
+        print(
+            "Fit builds no lookup table; the first scoring does (one run each): "
+            + "; ".join(
+                f"{label} {1000 * t:.1f} ms, ratio with it {ref[scheme] / (sec + t):.2f}"
+                for label, C, sec, acc, epochs, scheme in rows
+                if (t := table_sec.get(label)) is not None
+            )
+        )
 
     # accuracy against a cap on the epochs, at the C chosen above: where does accuracy saturate?
     schemes = (("ovr", "PmSVM-LUT (ovr)"), ("ovo", "PmSVM-LUT (ovo)")) if ovo else (("ovr", "PmSVM-LUT (ovr)"),)
     caps = (3, 5, 10, 20, 50, 100, 300)
-    print("\nPmSVM-LUT test accuracy % (fit s) when stopped after at most k epochs, at the C chosen above; "
-          "the runs are prefixes of one another (same seed), 300 = run to tol = 0.1 where it converges")
+    print(
+        "\nPmSVM-LUT test accuracy % (fit s) when stopped after at most k epochs, at the C chosen above; "
+        "the runs are prefixes of one another (same seed), 300 = run to tol = 0.1 where it converges"
+    )
     print("| model | C | " + " | ".join(f"k = {k}" for k in caps) + " |")
     print("|---|---|" + "---|" * len(caps))
     for scheme, label in schemes:
         C = chosen[label]
         cells = []
         for k in caps:
-            model, sec = timed(lambda C=C, scheme=scheme, k=k: PmSVM(C=C, multi_class=scheme, max_iter=k, **pm)
-                               .fit(Xtr, ytr))
+            model, sec = timed(
+                lambda C=C, scheme=scheme, k=k: PmSVM(C=C, multi_class=scheme, max_iter=k, **pm).fit(Xtr, ytr)
+            )
             cells.append(f"{100 * np.mean(model.predict(Xte) == yte):.2f} ({sec:.2f})")
         print(f"| {label} | {C:g} | " + " | ".join(cells) + " |", flush=True)
 
@@ -322,20 +376,27 @@ def bench(name, Xtr, ytr, Xte, yte, SVC, svc_name, repeat=3):
     C = chosen["PmSVM-LUT (ovr)"]
     Z = AdditiveChi2Sampler(sample_steps=2).fit_transform(Xtr)
     classes = np.unique(ytr)[:10] if multiclass else np.unique(ytr)[1:]
-    print(f"\nEpochs per binary one-vs-rest problem at C = {C:g}, PG spread <= 0.1: LIBLINEAR's dual CD on the "
-          "feature map (LinearSVC(dual=True, tol=0.1, max_iter=1000)) vs PmSVM-LUT (max_iter 1000)"
-          + (f", the first {len(classes)} classes" if multiclass and len(classes) < len(np.unique(ytr)) else ""))
+    print(
+        f"\nEpochs per binary one-vs-rest problem at C = {C:g}, PG spread <= 0.1: LIBLINEAR's dual CD on the "
+        "feature map (LinearSVC(dual=True, tol=0.1, max_iter=1000)) vs PmSVM-LUT (max_iter 1000)"
+        + (f", the first {len(classes)} classes" if multiclass and len(classes) < len(np.unique(ytr)) else "")
+    )
     print("| solver | epochs median / max (share < 10) |")
     print("|---|---|")
     for loss in ("hinge", "squared_hinge"):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)
-            its = np.array([LinearSVC(C=C, random_state=0, loss=loss, dual=True, tol=0.1, max_iter=1000)
-                            .fit(Z, ytr == c).n_iter_
-                            for c in classes])
+            its = np.array(
+                [
+                    LinearSVC(C=C, random_state=0, loss=loss, dual=True, tol=0.1, max_iter=1000)
+                    .fit(Z, ytr == c)
+                    .n_iter_
+                    for c in classes
+                ]
+            )
         print(f"| LIBLINEAR dual CD, {loss} | {np.median(its):.0f} / {its.max()} ({np.mean(its < 10):.0%}) |")
     for loss in ("hinge", "squared_hinge"):
-        it = PmSVM(C=C, loss=loss, max_iter=1000, **pm).fit(Xtr, ytr).n_iter_[:len(classes)]
+        it = PmSVM(C=C, loss=loss, max_iter=1000, **pm).fit(Xtr, ytr).n_iter_[: len(classes)]
         print(f"| PmSVM-LUT, {loss} | {np.median(it):.0f} / {it.max()} ({np.mean(it < 10):.0%}) |", flush=True)
 
 
@@ -363,8 +424,10 @@ def epochs_check():
     K = power_mean_kernel(X, p=P) + 1.0
     print("\n## Epochs to PG spread <= 0.1: exact-kernel dual CD vs PmSVM (USPS, first 1500, one digit vs rest)")
     # plain dual CD's epochs are full passes; PmSVM's shrunk epochs are not, so its passes are the comparable count
-    print("| digit | C | exact-kernel DCD epochs (= passes) | PmSVM epochs / passes (no table) "
-          "| PmSVM-LUT epochs / passes |")
+    print(
+        "| digit | C | exact-kernel DCD epochs (= passes) | PmSVM epochs / passes (no table) "
+        "| PmSVM-LUT epochs / passes |"
+    )
     print("|---|---|---|---|---|")
     for digit in (3, 8):
         yb = np.where(y == digit, 1.0, -1.0)
@@ -381,17 +444,23 @@ def scoring_speed():
     model = PmSVM(C=1.0, p=P, random_state=0).fit(Xtr, ytr)
     sv = model.alpha_[0] > 0
     coef = model.alpha_[0, sv] * np.where(ytr[sv] == 1, 1.0, -1.0)
-    print(f"\n## Scoring CBCL HOG test windows ({Xte.shape[1]}-d): table (lut_decision) vs kernel expansion "
-          f"over the model's {sv.sum()} support vectors (best of 3)")
+    print(
+        f"\n## Scoring CBCL HOG test windows ({Xte.shape[1]}-d): table (lut_decision) vs kernel expansion "
+        f"over the model's {sv.sum()} support vectors (best of 3)"
+    )
     print("| scorer | windows | us per window | expansion time / scorer time |")
     print("|---|---|---|---|")
     sub = Xte[:2000]
     expansion = min(timed(lambda: power_mean_kernel(sub, Xtr[sv], p=P) @ coef)[1] for _ in range(3)) / len(sub)
-    for name, X, T in (("lut_decision float64", Xte, model.table_),
-                       ("lut_decision float32", Xte.astype(np.float32), model.table_.astype(np.float32))):
+    for name, X, T in (
+        ("lut_decision float64", Xte, model.table_),
+        ("lut_decision float32", Xte.astype(np.float32), model.table_.astype(np.float32)),
+    ):
         lut_decision(X[:10], T, model.x_max_, model.intercept_)  # compile outside the timing
-        sec = min(timed(lambda: lut_decision(X, T, model.x_max_, model.intercept_))[1]  # noqa: B023 (called here)
-                  for _ in range(3)) / len(X)
+        sec = min(
+            timed(lambda: lut_decision(X, T, model.x_max_, model.intercept_))[1]  # noqa: B023 (called here)
+            for _ in range(3)
+        ) / len(X)
         print(f"| {name} | {len(X)} | {1e6 * sec:.2f} | {expansion / sec:.0f} |")
     print(f"| exact expansion (power_mean_kernel @ dual coef) | {len(sub)} | {1e6 * expansion:.1f} | 1 |")
 
@@ -400,12 +469,18 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="pendigits only (smoke test)")
     ap.add_argument("--epochs-only", action="store_true", help="only the epoch and scoring-speed sections")
-    ap.add_argument("--sets", default=",".join(SETS),
-                    help=f"comma-separated data sets, from {', '.join(SETS)} (default: all; ignored with --quick, "
-                         "which runs pendigits, and with --epochs-only)")
-    ap.add_argument("--repeat", type=positive_int, default=3,
-                    help="at least this many fits per timing, more while they total under 1 s; the fastest is "
-                         "reported (default 3)")
+    ap.add_argument(
+        "--sets",
+        default=",".join(SETS),
+        help=f"comma-separated data sets, from {', '.join(SETS)} (default: all; ignored with --quick, "
+        "which runs pendigits, and with --epochs-only)",
+    )
+    ap.add_argument(
+        "--repeat",
+        type=positive_int,
+        default=3,
+        help="at least this many fits per timing, more while they total under 1 s; the fastest is reported (default 3)",
+    )
     args = ap.parse_args()
     require_data()  # a usage error if the data folder is missing
     args.sets = [name.strip() for name in args.sets.split(",")]
@@ -429,8 +504,10 @@ def run(args):
         epochs_check()
         return scoring_speed()
     SVC, svc_name = exact_svc_class()
-    print(f"# PmSVM benchmark (p = {P}, C grid {C_GRID}, chosen on 20% of train); exact reference: {svc_name}; "
-          f"1 thread (numba {numba.get_num_threads()}, BLAS/OpenMP limited to 1)")
+    print(
+        f"# PmSVM benchmark (p = {P}, C grid {C_GRID}, chosen on 20% of train); exact reference: {svc_name}; "
+        f"1 thread (numba {numba.get_num_threads()}, BLAS/OpenMP limited to 1)"
+    )
     PmSVM(C=1.0, p=P).fit(np.eye(4), [0, 1, 0, 1])  # load the compiled solver outside any timing
     for key in ["pendigits"] if args.quick else args.sets:
         name, load = SETS[key]
@@ -444,8 +521,10 @@ def run(args):
     for p in (-1.0, -8.0, 0.0):
         for n_anchors in (3, 4, 5, 6):
             e = approximation_error(p, n_anchors, step=0.01)
-            print(f"| {p:g} | {n_anchors} | {100 * e['mean_relative']:.2f} | {100 * e['sum_relative']:.2f} | "
-                  f"{100 * e['median_relative']:.2f} | {100 * e['max_relative']:.1f} |")
+            print(
+                f"| {p:g} | {n_anchors} | {100 * e['mean_relative']:.2f} | {100 * e['sum_relative']:.2f} | "
+                f"{100 * e['median_relative']:.2f} | {100 * e['max_relative']:.1f} |"
+            )
     epochs_check()
     scoring_speed()
 

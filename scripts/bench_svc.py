@@ -39,6 +39,7 @@ Usage: python scripts/bench_svc.py [--problems cbcl,ijcnn1,patches,pendigits,usp
        [--n-patches N] [--probability] [--n-jobs N] [--data DIR]
 Needs the bench extra (scikit-learn). Not part of the test suite.
 """
+
 from __future__ import annotations
 
 from _script import DATA, limit_threads, require_data, require_sets, svmlight_csr  # scripts/ is on sys.path when run
@@ -53,7 +54,6 @@ import numpy as np
 
 import svmcore
 from svmcore.kernels import kernel_block
-
 
 
 def cbcl(data):
@@ -105,8 +105,10 @@ def problem_patches(data, n_total=100_000, seed=0):
     scenes = sorted(p for p in (data / "nonface_scenes").rglob("*") if p.suffix.lower() in (".jpg", ".png"))
     need = n_total - len(faces) - len(nonfaces)
     if need < 0:
-        raise SystemExit(f"--n-patches must be at least {len(faces) + len(nonfaces)} (the augmented CBCL faces and "
-                         f"the CBCL non-faces), got {n_total}")
+        raise SystemExit(
+            f"--n-patches must be at least {len(faces) + len(nonfaces)} (the augmented CBCL faces and "
+            f"the CBCL non-faces), got {n_total}"
+        )
     rng = np.random.default_rng(seed)
     per = -(-need // len(scenes))
     cut = np.concatenate([sample_windows(read_grey(p), per, rng) for p in scenes])[:need]
@@ -115,8 +117,10 @@ def problem_patches(data, n_total=100_000, seed=0):
     return P, labels, Xt.reshape(len(Xt), -1) / 255.0, yt, dict(kernel="rbf", gamma="scale", C=1.0)
 
 
-ROW = ("| {problem} | {n} | {t_ours:.2f} | {t_ref:.2f} | **{ratio:.2f}** | {obj_ours:.8g} | {obj_ref} | "
-       "{rel_obj} | {acc_ours:.2%} | {acc_ref:.2%} | {sv_ours} / {sv_ref} | {corr:.6f} |")
+ROW = (
+    "| {problem} | {n} | {t_ours:.2f} | {t_ref:.2f} | **{ratio:.2f}** | {obj_ours:.8g} | {obj_ref} | "
+    "{rel_obj} | {acc_ours:.2%} | {acc_ref:.2%} | {sv_ours} / {sv_ref} | {corr:.6f} |"
+)
 
 
 def problem_pendigits(data):
@@ -149,7 +153,7 @@ def objective(model, X, coef, support):
     spec = model._spec
     Kc = np.zeros(len(support))
     for s in range(0, len(support), 2048):
-        Kc[s:s + 2048] = kernel_block(sv[s:s + 2048], sv, spec) @ coef
+        Kc[s : s + 2048] = kernel_block(sv[s : s + 2048], sv, spec) @ coef
     return 0.5 * coef @ Kc - np.abs(coef).sum()
 
 
@@ -177,15 +181,20 @@ def run(name, X, y, Xt, yt, params, cache_size, n_jobs=1):
         par = svmcore.SVC(cache_size=cache_size, n_jobs=n_jobs, **params).fit(X, y)
         t_par = time.perf_counter() - t
         same = all(np.array_equal(getattr(par, k), getattr(ours, k)) for k in ("dual_coef_", "intercept_", "support_"))
-        print(f"svmcore n_jobs={n_jobs}: {t_par:.2f} s, {t_par / t_ref:.2f} x LIBSVM's time, "
-              f"{t_ours / t_par:.2f}x faster than n_jobs=1; same model to the bit: {same}", flush=True)
+        print(
+            f"svmcore n_jobs={n_jobs}: {t_par:.2f} s, {t_par / t_ref:.2f} x LIBSVM's time, "
+            f"{t_ours / t_par:.2f}x faster than n_jobs=1; same model to the bit: {same}",
+            flush=True,
+        )
     if params.get("probability"):
         from sklearn.metrics import log_loss
 
         P, R = ours.predict_proba(Xt), ref.predict_proba(Xt)
-        print(f"predict_proba: test log-loss svmcore {log_loss(yt, P, labels=ours.classes_):.4f}, LIBSVM "
-              f"{log_loss(yt, R, labels=ref.classes_):.4f}; mean |p_svmcore - p_LIBSVM| {np.abs(P - R).mean():.4f}",
-              flush=True)
+        print(
+            f"predict_proba: test log-loss svmcore {log_loss(yt, P, labels=ours.classes_):.4f}, LIBSVM "
+            f"{log_loss(yt, R, labels=ref.classes_):.4f}; mean |p_svmcore - p_LIBSVM| {np.abs(P - R).mean():.4f}",
+            flush=True,
+        )
     p_ours, p_ref = ours.predict(Xt), ref.predict(Xt)
     if len(ours.classes_) == 2:
         coef = ref.dual_coef_.toarray() if hasattr(ref.dual_coef_, "toarray") else ref.dual_coef_  # CSR input: CSR
@@ -193,9 +202,20 @@ def run(name, X, y, Xt, yt, params, cache_size, n_jobs=1):
         agree = float(np.corrcoef(ours.decision_function(Xt), ref.decision_function(Xt))[0, 1])
     else:
         obj_ref, agree = float("nan"), float(np.mean(p_ours == p_ref))
-    row = dict(problem=name, n=X.shape[0], t_ours=t_ours, t_ref=t_ref, ratio=t_ours / t_ref, obj_ours=ours.objective_,
-               obj_ref=obj_ref, acc_ours=np.mean(p_ours == yt), acc_ref=np.mean(p_ref == yt),
-               sv_ours=len(ours.support_), sv_ref=len(ref.support_), corr=agree)
+    row = dict(
+        problem=name,
+        n=X.shape[0],
+        t_ours=t_ours,
+        t_ref=t_ref,
+        ratio=t_ours / t_ref,
+        obj_ours=ours.objective_,
+        obj_ref=obj_ref,
+        acc_ours=np.mean(p_ours == yt),
+        acc_ref=np.mean(p_ref == yt),
+        sv_ours=len(ours.support_),
+        sv_ref=len(ref.support_),
+        corr=agree,
+    )
     # LIBSVM exposes no per-pair objectives: "-" for multiclass problems
     row["rel_obj"] = "-" if np.isnan(obj_ref) else f"{abs(row['obj_ours'] - obj_ref) / abs(obj_ref):.1e}"
     row["obj_ref"] = "-" if np.isnan(obj_ref) else f"{obj_ref:.8g}"
@@ -205,17 +225,28 @@ def run(name, X, y, Xt, yt, params, cache_size, n_jobs=1):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--problems", default="cbcl,ijcnn1,patches,pendigits",
-                    help="comma-separated, from cbcl, ijcnn1, patches, pendigits, usps, letter, a9a, reuters, sector "
-                         "(default: %(default)s)")
-    ap.add_argument("--cache-size", type=float, default=200.0,
-                    help="kernel cache in MB, for both solvers (default: %(default)s)")
-    ap.add_argument("--n-patches", type=int, default=100_000,
-                    help="size of the patches problem (>= 28,838: the augmented faces and CBCL non-faces; default: "
-                         "%(default)s)")
+    ap.add_argument(
+        "--problems",
+        default="cbcl,ijcnn1,patches,pendigits",
+        help="comma-separated, from cbcl, ijcnn1, patches, pendigits, usps, letter, a9a, reuters, sector "
+        "(default: %(default)s)",
+    )
+    ap.add_argument(
+        "--cache-size", type=float, default=200.0, help="kernel cache in MB, for both solvers (default: %(default)s)"
+    )
+    ap.add_argument(
+        "--n-patches",
+        type=int,
+        default=100_000,
+        help="size of the patches problem (>= 28,838: the augmented faces and CBCL non-faces; default: %(default)s)",
+    )
     ap.add_argument("--probability", action="store_true", help="fit both with probability=True (Platt scaling)")
-    ap.add_argument("--n-jobs", type=int, default=1,
-                    help="also fit multiclass problems with SVC(n_jobs=N) (default: %(default)s, no such fit)")
+    ap.add_argument(
+        "--n-jobs",
+        type=int,
+        default=1,
+        help="also fit multiclass problems with SVC(n_jobs=N) (default: %(default)s, no such fit)",
+    )
     ap.add_argument("--data", type=Path, default=DATA, help="the shared/data folder (default: %(default)s)")
     args = ap.parse_args()
     if args.n_jobs < 1:
@@ -223,16 +254,24 @@ def main():
     if not 0 < args.cache_size < float("inf"):
         ap.error(f"--cache-size: expected a positive number of MB, got {args.cache_size}")
     require_data(args.data, "the shared/data folder")
-    makers = {"cbcl": problem_cbcl, "ijcnn1": problem_ijcnn1,
-              "patches": lambda d: problem_patches(d, args.n_patches), "pendigits": problem_pendigits,
-              "usps": problem_usps, "letter": problem_letter, "a9a": problem_a9a, "reuters": problem_reuters,
-              "sector": problem_sector}
+    makers = {
+        "cbcl": problem_cbcl,
+        "ijcnn1": problem_ijcnn1,
+        "patches": lambda d: problem_patches(d, args.n_patches),
+        "pendigits": problem_pendigits,
+        "usps": problem_usps,
+        "letter": problem_letter,
+        "a9a": problem_a9a,
+        "reuters": problem_reuters,
+        "sector": problem_sector,
+    }
     unknown = set(args.problems.split(",")) - set(makers)
     if unknown:
         ap.error(f"--problems: unknown {sorted(unknown)}; choose from {sorted(makers)}")
     if "patches" in args.problems.split(",") and args.n_patches < 28_838:  # checked before the other problems run
-        ap.error(f"--n-patches: at least 28,838 (the augmented CBCL faces and the CBCL non-faces), "
-                 f"got {args.n_patches}")
+        ap.error(
+            f"--n-patches: at least 28,838 (the augmented CBCL faces and the CBCL non-faces), got {args.n_patches}"
+        )
     # the patches problem reads the CBCL file (and the nonface_scenes folder, below)
     require_sets([p.replace("patches", "cbcl") for p in args.problems.split(",")], args.data, "the benchmark problems")
     if "patches" in args.problems.split(",") and not (args.data / "nonface_scenes").is_dir():
@@ -243,8 +282,10 @@ def main():
         if args.probability:
             params = {**params, "probability": True, "random_state": 0}
         rows.append(run(name, X, y, Xt, yt, params, args.cache_size, args.n_jobs))
-    print("\n| problem | n | svmcore s | LIBSVM s | ratio | objective svmcore | objective LIBSVM | rel. diff | "
-          "acc svmcore | acc LIBSVM | nSV | corr(f) (2 classes) / equal predictions |")
+    print(
+        "\n| problem | n | svmcore s | LIBSVM s | ratio | objective svmcore | objective LIBSVM | rel. diff | "
+        "acc svmcore | acc LIBSVM | nSV | corr(f) (2 classes) / equal predictions |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(ROW.format(**r))

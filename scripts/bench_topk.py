@@ -13,6 +13,7 @@
     PYTHONPATH=. python scripts/bench_topk.py            # letter, usps, sector
     PYTHONPATH=. python scripts/bench_topk.py --quick    # letter, usps only
 """
+
 from __future__ import annotations
 
 import argparse
@@ -51,13 +52,15 @@ def bench_projections():
             t = timeit(lambda: topk_simplex_into(a, k, m / 10, 1.0, x, buf))  # noqa: B023
             tk = timeit(lambda: knapsack_into(a, m / 10 / k, m / 10, 1.0, x, buf))  # noqa: B023
             ts = timeit(lambda: np.sort(a))  # noqa: B023
-            print(f"| {m} | {k} | {1e6 * t:.1f} | {1e6 * tk:.1f} | {1e6 * ts:.1f} | {1e9 * t / (m * np.log2(m)):.2f} |",
-                  flush=True)
+            print(
+                f"| {m} | {k} | {1e6 * t:.1f} | {1e6 * tk:.1f} | {1e6 * ts:.1f} | {1e9 * t / (m * np.log2(m)):.2f} |",
+                flush=True,
+            )
 
 
 def primal_of(coef, classes, X, y, C):
     S = np.ascontiguousarray(np.asarray(X @ coef.T))
-    return 0.5 * float(np.sum(coef ** 2)) + C * float(topk_losses(S, np.searchsorted(classes, y), 1, False).sum())
+    return 0.5 * float(np.sum(coef**2)) + C * float(topk_losses(S, np.searchsorted(classes, y), 1, False).sum())
 
 
 class Clock:
@@ -81,8 +84,15 @@ def bench_training(name, C=1.0, lib_tols=(1e-1, 1e-4), repeat=3):
     def ours(tol, k=1, loss="alpha"):
         with Clock() as c:
             model = TopKSVM(k=k, C=C, loss=loss, tol=tol, random_state=0).fit(X, y)
-        rows.append((f"TopKSVM k={k} {loss} tol={tol:.2g}", c, model.primal_objective_,
-                     model.duality_gap_ / model.primal_objective_, model.n_iter_))
+        rows.append(
+            (
+                f"TopKSVM k={k} {loss} tol={tol:.2g}",
+                c,
+                model.primal_objective_,
+                model.duality_gap_ / model.primal_objective_,
+                model.n_iter_,
+            )
+        )
         return c, model
 
     for tol in (1e-1, 1e-2, 1e-3):
@@ -92,8 +102,9 @@ def bench_training(name, C=1.0, lib_tols=(1e-1, 1e-4), repeat=3):
     lib = []
     for tol in lib_tols:
         with Clock() as c, quiet_convergence():
-            ref = LinearSVC(multi_class="crammer_singer", fit_intercept=False, random_state=0, C=C, tol=tol,
-                            max_iter=100000).fit(X, y)
+            ref = LinearSVC(
+                multi_class="crammer_singer", fit_intercept=False, random_state=0, C=C, tol=tol, max_iter=100000
+            ).fit(X, y)
         p = primal_of(ref.coef_, ref.classes_, X, y, C)
         lib.append((tol, c, (p - d_best) / p))
         rows.append((f"LinearSVC crammer_singer tol={tol:g}", c, p, (p - d_best) / p, ref.n_iter_))
@@ -108,8 +119,9 @@ def bench_training(name, C=1.0, lib_tols=(1e-1, 1e-4), repeat=3):
         lib_cpu, ours_cpu = [c_lib.cpu], [c_ours.cpu]
         for _ in range(repeat - 1):
             with Clock() as c, quiet_convergence():
-                LinearSVC(multi_class="crammer_singer", fit_intercept=False, random_state=0, C=C, tol=tol_lib,
-                          max_iter=100000).fit(X, y)
+                LinearSVC(
+                    multi_class="crammer_singer", fit_intercept=False, random_state=0, C=C, tol=tol_lib, max_iter=100000
+                ).fit(X, y)
             lib_cpu.append(c.cpu)
             with Clock() as c:
                 TopKSVM(k=1, C=C, tol=max(gap, 1e-7), random_state=len(ours_cpu)).fit(X, y)
@@ -124,9 +136,11 @@ def bench_training(name, C=1.0, lib_tols=(1e-1, 1e-4), repeat=3):
         print(f"| {label} | {c.cpu:.2f} | {c.wall:.2f} {figures}")
     print()
     for tol_lib, gap, lib_cpu, ours_cpu in matched:
-        print(f"LIBLINEAR CS tol={tol_lib:g}: certified gap {gap:.1e} in CPU {lib_cpu:.2f} s; TopKSVM k=1 to the "
-              f"same gap: CPU {ours_cpu:.2f} s; ratio ours/LIBLINEAR = {ours_cpu / lib_cpu:.2f} "
-              f"(smallest CPU time of {repeat} alternating runs each)")
+        print(
+            f"LIBLINEAR CS tol={tol_lib:g}: certified gap {gap:.1e} in CPU {lib_cpu:.2f} s; TopKSVM k=1 to the "
+            f"same gap: CPU {ours_cpu:.2f} s; ratio ours/LIBLINEAR = {ours_cpu / lib_cpu:.2f} "
+            f"(smallest CPU time of {repeat} alternating runs each)"
+        )
 
 
 def main():
@@ -134,8 +148,12 @@ def main():
     ap.add_argument("--quick", action="store_true", help="letter and usps only")
     ap.add_argument("--skip-projections", action="store_true", help="skip the top-k simplex projection timings")
     ap.add_argument("--projections-only", action="store_true", help="only the projection timings")
-    ap.add_argument("--repeat", type=positive_int, default=3,
-                    help="alternating LIBLINEAR / TopKSVM runs per matched gap (default: %(default)s)")
+    ap.add_argument(
+        "--repeat",
+        type=positive_int,
+        default=3,
+        help="alternating LIBLINEAR / TopKSVM runs per matched gap (default: %(default)s)",
+    )
     args = ap.parse_args()
     if args.projections_only and args.skip_projections:
         ap.error("--projections-only and --skip-projections leave nothing to run")

@@ -12,6 +12,7 @@ table: rows L2-normalised (see docs/svmplus.md).
 
     PYTHONPATH=. python scripts/repro_svmplus.py [--repeats 7] [--threads 1]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -46,9 +47,15 @@ def load(path):
 
     d = require_arrays(path, MNIST_PLUS_ARRAYS, "the MNIST+ file")
     sign = lambda y: np.where(y == 5, 1, -1)  # noqa: E731  (the authors: digit 5 -> +1)
-    return {"X": d["X_train"].astype(np.float64), "X_star": d["Xstar_train"].astype(np.float64),
-            "y": sign(d["y_train"]), "X_val": d["X_val"].astype(np.float64), "y_val": sign(d["y_val"]),
-            "X_test": d["X_test"].astype(np.float64), "y_test": sign(d["y_test"])}
+    return {
+        "X": d["X_train"].astype(np.float64),
+        "X_star": d["Xstar_train"].astype(np.float64),
+        "y": sign(d["y_train"]),
+        "X_val": d["X_val"].astype(np.float64),
+        "y_val": sign(d["y_val"]),
+        "X_test": d["X_test"].astype(np.float64),
+        "y_test": sign(d["y_test"]),
+    }
 
 
 def normalise(data, kind):
@@ -96,8 +103,12 @@ def run_table(kind, d, repeats, widths=(1.0,)):
     only_c = [{"C": C} for C in C_GRID]
     if kind == "linear":
         methods = [
-            ("SVM (LIBLINEAR, no x*)",
-             lambda **p: LinearSVC(loss="hinge", random_state=0, tol=1e-3, max_iter=100000, **p), only_c, False),
+            (
+                "SVM (LIBLINEAR, no x*)",
+                lambda **p: LinearSVC(loss="hinge", random_state=0, tol=1e-3, max_iter=100000, **p),
+                only_c,
+                False,
+            ),
             ("SVM+ QP dual (4), cvxopt", lambda **p: SVMPlusQP(kernel="linear", kernel_star="linear", **p), both, True),
             ("ours LinearSVMPlus (DCD)", lambda **p: LinearSVMPlus(random_state=0, **p), both, True),
         ]
@@ -107,8 +118,12 @@ def run_table(kind, d, repeats, widths=(1.0,)):
         only_c = [{"C": C, "width": w} for C in C_GRID for w in widths]
         methods = [
             ("SVM (LIBSVM, no x*)", lambda width, **p: SVC(kernel="rbf", gamma=width * g, **p), only_c, False),
-            ("SVM+ QP dual (4), cvxopt", lambda width, **p: SVMPlusQP(kernel_gamma=width * g, kernel_star_gamma=g_star,
-                                                                     **p), both, True),
+            (
+                "SVM+ QP dual (4), cvxopt",
+                lambda width, **p: SVMPlusQP(kernel_gamma=width * g, kernel_star_gamma=g_star, **p),
+                both,
+                True,
+            ),
             ("ours KernelSVMPlus (SMO)", lambda width, **p: KernelSVMPlus(kernel_gamma=width * g, **p), both, True),
         ]
     rows = []
@@ -117,49 +132,76 @@ def run_table(kind, d, repeats, widths=(1.0,)):
         params, val_acc, n_warned = select(make, grid, d, uses_star)
         grid_s = time.perf_counter() - t
         model, fit_s = timed_fit(make, params, d, uses_star, repeats)
-        rows.append({"name": name, "params": params, "val": val_acc, "test": accuracy(model, d["X_test"], d["y_test"]),
-                     "fit_s": fit_s, "grid_s": grid_s, "n_grid": len(grid), "warned": n_warned})
+        rows.append(
+            {
+                "name": name,
+                "params": params,
+                "val": val_acc,
+                "test": accuracy(model, d["X_test"], d["y_test"]),
+                "fit_s": fit_s,
+                "grid_s": grid_s,
+                "n_grid": len(grid),
+                "warned": n_warned,
+            }
+        )
     return rows
 
 
 def print_table(title, kind, rows):
     qp = rows[1]
     print(f"\n{title} (paper: SVM {PAPER[kind][0]}%, ours {PAPER[kind][1]}%)")
-    print("| method | C | gamma | kernel width | val acc | test acc | fit ms (median) | QP time / time "
-          "| grid s (fits) |")
+    print(
+        "| method | C | gamma | kernel width | val acc | test acc | fit ms (median) | QP time / time | grid s (fits) |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         p = r["params"]
         gamma = f"{p['gamma']:g}" if "gamma" in p else "-"
         width = f"{p['width']:g} x rule" if "width" in p else "-"
         warn = f", {r['warned']} hit max_iter" if r["warned"] else ""
-        print(f"| {r['name']} | {p['C']:g} | {gamma} | {width} | {100 * r['val']:.2f}% | {100 * r['test']:.2f}% | "
-              f"{1e3 * r['fit_s']:.2f} | {qp['fit_s'] / r['fit_s']:.1f}x | {r['grid_s']:.2f} ({r['n_grid']}){warn} |")
+        print(
+            f"| {r['name']} | {p['C']:g} | {gamma} | {width} | {100 * r['val']:.2f}% | {100 * r['test']:.2f}% | "
+            f"{1e3 * r['fit_s']:.2f} | {qp['fit_s'] / r['fit_s']:.1f}x | {r['grid_s']:.2f} ({r['n_grid']}){warn} |"
+        )
 
 
 def main():
     from _script import DATA, positive_int  # scripts/ is on sys.path when run
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", type=Path, default=DATA / "bench" / "mnist_plus" / "mnist_plus.npz",
-                        help="the MNIST+ file (default: %(default)s)")
-    parser.add_argument("--repeats", type=positive_int, default=7,
-                        help="timed refits of each method on the same training set; the median is reported "
-                             "(default: %(default)s)")
-    parser.add_argument("--threads", type=str, default="1",
-                        help="BLAS/numba threads (set before import; default: %(default)s)")
+    parser.add_argument(
+        "--data",
+        type=Path,
+        default=DATA / "bench" / "mnist_plus" / "mnist_plus.npz",
+        help="the MNIST+ file (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--repeats",
+        type=positive_int,
+        default=7,
+        help="timed refits of each method on the same training set; the median is reported (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--threads", type=str, default="1", help="BLAS/numba threads (set before import; default: %(default)s)"
+    )
     args = parser.parse_args()
     raw = load(args.data)
-    print(f"MNIST+: train {raw['X'].shape} + privileged {raw['X_star'].shape}, val {raw['X_val'].shape[0]}, "
-          f"test {raw['X_test'].shape[0]}; grid C in {C_GRID}, gamma in {GAMMA_GRID}, Gaussian width factor in "
-          f"{WIDTH_GRID}; "
-          f"threads={os.environ.get('OMP_NUM_THREADS')}")
+    print(
+        f"MNIST+: train {raw['X'].shape} + privileged {raw['X_star'].shape}, val {raw['X_val'].shape[0]}, "
+        f"test {raw['X_test'].shape[0]}; grid C in {C_GRID}, gamma in {GAMMA_GRID}, Gaussian width factor in "
+        f"{WIDTH_GRID}; "
+        f"threads={os.environ.get('OMP_NUM_THREADS')}"
+    )
     print_table("Table 1: MNIST+, linear", "linear", run_table("linear", normalise(raw, "l2"), args.repeats))
     l1 = normalise(raw, "l1")
-    print_table("Table 2a: MNIST+, Gaussian, widths by the demo's rule", "gaussian",
-                run_table("gaussian", l1, args.repeats))
-    print_table("Table 2b: MNIST+, Gaussian, main width x factor chosen on validation", "gaussian",
-                run_table("gaussian", l1, args.repeats, WIDTH_GRID))
+    print_table(
+        "Table 2a: MNIST+, Gaussian, widths by the demo's rule", "gaussian", run_table("gaussian", l1, args.repeats)
+    )
+    print_table(
+        "Table 2b: MNIST+, Gaussian, main width x factor chosen on validation",
+        "gaussian",
+        run_table("gaussian", l1, args.repeats, WIDTH_GRID),
+    )
 
 
 if __name__ == "__main__":

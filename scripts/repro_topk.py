@@ -10,6 +10,7 @@ reports top-1, 2, 3, 5, 10 accuracy (%) on the official test set.
     PYTHONPATH=. python scripts/repro_topk.py            # C in {0.1, 1, 10}, 3 folds
     PYTHONPATH=. python scripts/repro_topk.py --quick    # C in {1, 10}, 2 folds
 """
+
 from __future__ import annotations
 
 import argparse
@@ -47,10 +48,16 @@ def with_bias(X):
 def load(name):
     if name == "usps":
         with h5py.File(BENCH / "usps" / "usps.h5", "r") as f:
-            return (f["train/data"][:].astype(np.float64), f["train/target"][:].astype(int),
-                    f["test/data"][:].astype(np.float64), f["test/target"][:].astype(int))
-    files = {"letter": ("letter/letter.scale.bz2", "letter/letter.scale.t.bz2", 16),
-             "sector": ("sector/sector.scale.bz2", "sector/sector.t.scale.bz2", 55197)}[name]
+            return (
+                f["train/data"][:].astype(np.float64),
+                f["train/target"][:].astype(int),
+                f["test/data"][:].astype(np.float64),
+                f["test/target"][:].astype(int),
+            )
+    files = {
+        "letter": ("letter/letter.scale.bz2", "letter/letter.scale.t.bz2", 16),
+        "sector": ("sector/sector.scale.bz2", "sector/sector.t.scale.bz2", 55197),
+    }[name]
     Xtr, ytr = load_svmlight_file(str(BENCH / files[0]), n_features=files[2])
     Xte, yte = load_svmlight_file(str(BENCH / files[1]), n_features=files[2])
     if name == "letter":
@@ -99,10 +106,12 @@ def run(name, grid, folds, cv_tol, tol):
     Xtr, ytr, Xte, yte = load(name)
     Xtr, Xte = with_bias(Xtr), with_bias(Xte)
     m = np.unique(ytr).size
-    methods = ["OvA SVM", "top-1 SVM"] + [f"top-k SVM {loss} k={k}" for loss in ("alpha", "beta")
-                                            for k in (2, 5, 10) if k < m]
-    print(f"\n## {name}: {Xtr.shape[0]} train / {Xte.shape[0]} test, {Xtr.shape[1] - 1} features, {m} classes",
-          flush=True)
+    methods = ["OvA SVM", "top-1 SVM"] + [
+        f"top-k SVM {loss} k={k}" for loss in ("alpha", "beta") for k in (2, 5, 10) if k < m
+    ]
+    print(
+        f"\n## {name}: {Xtr.shape[0]} train / {Xte.shape[0]} test, {Xtr.shape[1] - 1} features, {m} classes", flush=True
+    )
     splits = list(StratifiedKFold(folds, shuffle=True, random_state=0).split(np.zeros(len(ytr)), ytr))
     rows = []
     for method in methods:
@@ -110,17 +119,21 @@ def run(name, grid, folds, cv_tol, tol):
         k = target_k(method)
         cv = {}
         for C in grid:
-            cv[C] = np.mean([accuracies(make(method, C, cv_tol).fit(Xtr[a], ytr[a]), Xtr[b], ytr[b])[k]
-                             for a, b in splits])
+            cv[C] = np.mean(
+                [accuracies(make(method, C, cv_tol).fit(Xtr[a], ytr[a]), Xtr[b], ytr[b])[k] for a, b in splits]
+            )
         best = max(grid, key=lambda c: (cv[c], -c))
         t1 = time.perf_counter()
         model = make(method, best, tol).fit(Xtr, ytr)
         fit_s = time.perf_counter() - t1
         acc = accuracies(model, Xte, yte)
         rows.append((method, best, acc, fit_s, time.perf_counter() - t0))
-        print(f"  {method:24s} C={best:<5g} cv top-{k}={100 * cv[best]:.2f}  "
-              + " ".join(f"top-{q}={100 * acc[q]:.2f}" for q in KS)
-              + f"  fit {fit_s:.1f}s (with CV {rows[-1][4]:.0f}s)", flush=True)
+        print(
+            f"  {method:24s} C={best:<5g} cv top-{k}={100 * cv[best]:.2f}  "
+            + " ".join(f"top-{q}={100 * acc[q]:.2f}" for q in KS)
+            + f"  fit {fit_s:.1f}s (with CV {rows[-1][4]:.0f}s)",
+            flush=True,
+        )
     print(f"\n| {name} | C | " + " | ".join(f"top-{q}" for q in KS) + " |")
     print("|---|---|" + "---|" * len(KS))
     for method, best, acc, _, _ in rows:
@@ -131,8 +144,11 @@ def run(name, grid, folds, cv_tol, tol):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="C in {1, 10} and 2 folds (default: {0.1, 1, 10}, 3)")
-    ap.add_argument("--datasets", default="letter,usps,sector",
-                    help="comma-separated, from letter, usps, sector (default: %(default)s)")
+    ap.add_argument(
+        "--datasets",
+        default="letter,usps,sector",
+        help="comma-separated, from letter, usps, sector (default: %(default)s)",
+    )
     args = ap.parse_args()
     require_data()  # a usage error if the data folder is missing
     unknown = set(args.datasets.split(",")) - {"letter", "usps", "sector"}

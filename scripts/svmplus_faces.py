@@ -19,6 +19,7 @@ time. Main features x: the detector's 283 Osuna features of the 19x19 window. Pr
 - Figures on the test windows: ROC AUC and the detection rate at 1% and 5% false-positive rate (the CBCL
   protocol of Osuna et al.).
 """
+
 from __future__ import annotations
 
 from _script import DATA, limit_threads, positive_int, quiet_convergence, require_files  # scripts/ on sys.path
@@ -76,23 +77,37 @@ def hard_negatives(detector, images, per_image):
         boxes = boxes[np.argsort(-boxes[:, 4])[:per_image]]
         for x, y, s in boxes[:, :3]:
             x, y, s = int(round(x)), int(round(y)), int(round(s))
-            crop = grey[y:y + s, x:x + s]
+            crop = grey[y : y + s, x : x + s]
             if crop.shape != (s, s):
                 continue
             h = s // 2
             windows.append(to_window(crop))
-            star.append(np.concatenate([hog_features(to_window(crop[r:r + h, c:c + h])[None])[0]
-                                        for r, c in ((0, 0), (0, h), (h, 0), (h, h))]))
+            star.append(
+                np.concatenate(
+                    [
+                        hog_features(to_window(crop[r : r + h, c : c + h])[None])[0]
+                        for r, c in ((0, 0), (0, h), (h, 0), (h, h))
+                    ]
+                )
+            )
     return np.stack(windows), np.stack(star)
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", type=Path, default=DATA, help="shared/data folder (default: %(default)s)")
-    ap.add_argument("--model", type=Path, default=default_model_path(),
-                    help="the detector whose framing and hard negatives are used (default: the shipped one)")
-    ap.add_argument("--n-train", type=positive_int, default=1000,
-                    help="training faces, and at most as many training non-faces (default: %(default)s)")
+    ap.add_argument(
+        "--model",
+        type=Path,
+        default=default_model_path(),
+        help="the detector whose framing and hard negatives are used (default: the shipped one)",
+    )
+    ap.add_argument(
+        "--n-train",
+        type=positive_int,
+        default=1000,
+        help="training faces, and at most as many training non-faces (default: %(default)s)",
+    )
     ap.add_argument("--threads", default="1", help="threads for numba and BLAS (default: %(default)s)")
     args = ap.parse_args()
     require_files(args.data, ["caltech_webfaces/landmarks.csv"], "the Web Faces landmarks")
@@ -107,23 +122,35 @@ def main():
     Fte, Ste = face_views(args.data, "val", args.n_train, framing, rng)
     Ntr, NStr = hard_negatives(det, [read_grey(p) for p in paths if p not in test_paths], 40)
     Nte, NSte = hard_negatives(det, [read_grey(p) for p in sorted(test_paths)], 40)
-    keep = rng.permutation(len(Ntr))[:args.n_train]
+    keep = rng.permutation(len(Ntr))[: args.n_train]
     Ntr, NStr = Ntr[keep], NStr[keep]
-    print(f"windows: train {len(Ftr)} faces + {len(Ntr)} hard negatives, test {len(Fte)} + {len(Nte)} "
-          f"({time.perf_counter() - t0:.0f} s)", flush=True)
+    print(
+        f"windows: train {len(Ftr)} faces + {len(Ntr)} hard negatives, test {len(Fte)} + {len(Nte)} "
+        f"({time.perf_counter() - t0:.0f} s)",
+        flush=True,
+    )
     X, Z = window_features(np.concatenate([Ftr, Ntr])), np.concatenate([Str, NStr])
     y = np.r_[np.ones(len(Ftr)), np.zeros(len(Ntr))].astype(int)
     Xte, yte = window_features(np.concatenate([Fte, Nte])), np.r_[np.ones(len(Fte)), np.zeros(len(Nte))].astype(int)
     fit_idx = rng.permutation(len(y))
-    val_idx, fit_idx = fit_idx[:len(y) // 3], fit_idx[len(y) // 3:]
+    val_idx, fit_idx = fit_idx[: len(y) // 3], fit_idx[len(y) // 3 :]
     g = mean_distance_gamma(X)
     grids = {
-        "SVM rbf (no x*)": (lambda C, width, **_: SVC(C=C, kernel="rbf", gamma=width * g),
-                            {"C": (1, 10, 100), "width": (0.5, 1, 2)}, False),
-        "SVM+ rbf, x* = HOG at 2x": (lambda C, width, gamma: KernelSVMPlus(C=C, gamma=gamma, kernel_gamma=width * g),
-                                     {"C": (1, 10, 100), "width": (0.5, 1, 2), "gamma": (0.1, 1, 10)}, True),
-        "SVM poly-2 (the detector's kernel)": (lambda C, **_: SVC(C=C, kernel="poly", degree=2, gamma="auto",
-                                                                  coef0=1.0), {"C": (1, 10, 100)}, False),
+        "SVM rbf (no x*)": (
+            lambda C, width, **_: SVC(C=C, kernel="rbf", gamma=width * g),
+            {"C": (1, 10, 100), "width": (0.5, 1, 2)},
+            False,
+        ),
+        "SVM+ rbf, x* = HOG at 2x": (
+            lambda C, width, gamma: KernelSVMPlus(C=C, gamma=gamma, kernel_gamma=width * g),
+            {"C": (1, 10, 100), "width": (0.5, 1, 2), "gamma": (0.1, 1, 10)},
+            True,
+        ),
+        "SVM poly-2 (the detector's kernel)": (
+            lambda C, **_: SVC(C=C, kernel="poly", degree=2, gamma="auto", coef0=1.0),
+            {"C": (1, 10, 100)},
+            False,
+        ),
     }
     print("\n| model | chosen | val AUC | test AUC | test DR at 1% FPR | test DR at 5% FPR | fit s |")
     print("|---|---|---:|---:|---:|---:|---:|")
@@ -143,9 +170,12 @@ def main():
             m.fit(X, Z, y) if plus else m.fit(X, y)
         fit_s = time.perf_counter() - t
         s = m.decision_function(Xte)
-        print(f"| {name} | {', '.join(f'{k} {v:g}' for k, v in best[1].items())} | {best[0]:.4f} | "
-              f"{roc_auc(s, yte):.4f} | {detection_rate_at_fpr(s, yte, 0.01):.3f} | "
-              f"{detection_rate_at_fpr(s, yte, 0.05):.3f} | {fit_s:.1f} |", flush=True)
+        print(
+            f"| {name} | {', '.join(f'{k} {v:g}' for k, v in best[1].items())} | {best[0]:.4f} | "
+            f"{roc_auc(s, yte):.4f} | {detection_rate_at_fpr(s, yte, 0.01):.3f} | "
+            f"{detection_rate_at_fpr(s, yte, 0.05):.3f} | {fit_s:.1f} |",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

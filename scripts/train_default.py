@@ -29,6 +29,7 @@ agree (on every image the same number of boxes, matched one-to-one at IoU >= 0.5
 1 the detections differ too. Multi-threaded float sums and another CPU type move a few windows across the
 SVM's threshold, so a retrained model is rarely bit for bit the shipped one.
 """
+
 from __future__ import annotations
 
 from _script import DATA, limit_threads  # scripts/ is on sys.path when run
@@ -41,8 +42,14 @@ from pathlib import Path
 
 import numpy as np
 
-from facedet.bootstrap import (bootstrap, calibrate_box, calibrate_confidence, choose_threshold,
-                               scan_items, train_detector)
+from facedet.bootstrap import (
+    bootstrap,
+    calibrate_box,
+    calibrate_confidence,
+    choose_threshold,
+    scan_items,
+    train_detector,
+)
 from facedet.detector import FORMAT as DETECTOR_FORMAT
 from facedet.detector import Detector
 from facedet.evaluate import iou, match_detections, plot_reliability
@@ -51,8 +58,17 @@ from facedet.patches import CBCL_FRAMING, augment, sample_windows
 from svmcore.persistence import read_archive
 from svmcore.reduced import reduce_quadratic
 
-from _training_data import (check_args, evaluate_sets, fmt_box, load_training_data, log_round,
-                            print_reliability, report, webfaces_val, webfaces_windows)
+from _training_data import (
+    check_args,
+    evaluate_sets,
+    fmt_box,
+    load_training_data,
+    log_round,
+    print_reliability,
+    report,
+    webfaces_val,
+    webfaces_windows,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 # each Web Faces face: as in the photo plus ROTATIONS tilted copies, each mirrored
@@ -80,21 +96,40 @@ OPERATING_POINT_EVERY = 2
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", type=Path, default=DATA, help="shared/data folder (default: %(default)s)")
-    ap.add_argument("--rounds", type=int, default=1,
-                    help="bootstrapping rounds (default: %(default)s, the shipped model's; each refit of the "
-                         "grown set takes longer: 3 min for round 0's 78,000 rows, 43 min for round 1's 158,000)")
-    ap.add_argument("--out", type=Path, default=ROOT / "facedet" / "models" / "default_detector.npz",
-                    help="model file (default: replaces the shipped facedet/models/default_detector.npz)")
+    ap.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="bootstrapping rounds (default: %(default)s, the shipped model's; each refit of the "
+        "grown set takes longer: 3 min for round 0's 78,000 rows, 43 min for round 1's 158,000)",
+    )
+    ap.add_argument(
+        "--out",
+        type=Path,
+        default=ROOT / "facedet" / "models" / "default_detector.npz",
+        help="model file (default: replaces the shipped facedet/models/default_detector.npz)",
+    )
     ap.add_argument("--threads", default="2", help="threads for numba and BLAS (default: %(default)s)")
-    ap.add_argument("--from-round", type=Path, metavar="MODEL",
-                    help="skip the training: calibrate the detector of a round saved by an earlier run "
-                         "(OUT.round<r>.npz, written after every round) and write OUT")
-    ap.add_argument("--reliability", type=Path, metavar="PNG",
-                    help="also draw the confidence's reliability diagram on the calibration images to this file "
-                         "(default: none)")
-    ap.add_argument("--check", type=Path, metavar="MODEL",
-                    help="compare the result with this model file (arrays and header, not the training time; "
-                         "then the detections): exit 0 identical, 3 the same detections only, 1 different")
+    ap.add_argument(
+        "--from-round",
+        type=Path,
+        metavar="MODEL",
+        help="skip the training: calibrate the detector of a round saved by an earlier run "
+        "(OUT.round<r>.npz, written after every round) and write OUT",
+    )
+    ap.add_argument(
+        "--reliability",
+        type=Path,
+        metavar="PNG",
+        help="also draw the confidence's reliability diagram on the calibration images to this file (default: none)",
+    )
+    ap.add_argument(
+        "--check",
+        type=Path,
+        metavar="MODEL",
+        help="compare the result with this model file (arrays and header, not the training time; "
+        "then the detections): exit 0 identical, 3 the same detections only, 1 different",
+    )
     args = ap.parse_args()
     check_args(ap, args, extra_files=["caltech_webfaces/landmarks.csv", "caltech_webfaces/boxes.csv"])
     if args.check is not None:
@@ -122,11 +157,16 @@ def main():
     det, rows = choose_threshold(det, items, candidates=CANDIDATES, neighbors=(1, 2, 3), windows=windows)
     det, scores, is_face = calibrate_confidence(det, items, threshold=CANDIDATES[0], windows=windows)
     print(f"  confidence: platt A={det.platt[0]:.4f} B={det.platt[1]:.4f}", flush=True)
-    print_reliability("Confidence on the calibration images (Web Faces val + held-out scenes)",
-                      det.confidence(scores), is_face)
+    print_reliability(
+        "Confidence on the calibration images (Web Faces val + held-out scenes)", det.confidence(scores), is_face
+    )
     if args.reliability is not None:
-        plot_reliability(det.confidence(scores), is_face, args.reliability,
-                         title="Confidence on Web Faces val (every other photo) + held-out scenes")
+        plot_reliability(
+            det.confidence(scores),
+            is_face,
+            args.reliability,
+            title="Confidence on Web Faces val (every other photo) + held-out scenes",
+        )
     # the same decision function in at most 284 vectors: a file of 1 MB, not one of 8 bytes x 283 x n_SV
     n_sv = det.classifier.support_.size
     det = Detector(reduce_quadratic(det.classifier), det.prefilter, features=det.features, **det.params())
@@ -139,15 +179,24 @@ def main():
         if not differ:
             print(f"\n--check {args.check}: reproduced bit for bit (arrays and header equal)")
             raise SystemExit(0)
-        print(f"\n--check {args.check}: the arrays differ: {', '.join(differ)} (on another CPU type or thread "
-              "count the float sums come in another order); comparing the detections", flush=True)
+        print(
+            f"\n--check {args.check}: the arrays differ: {', '.join(differ)} (on another CPU type or thread "
+            "count the float sums come in another order); comparing the detections",
+            flush=True,
+        )
         astronaut = read_grey(args.data / "misc_faces_skimage" / "astronaut.png")
         items = {**images, "astronaut.png": astronaut, **{f"negative {k}": g for k, g in enumerate(held_out)}}
         changed, lowest = changed_detections(det, Detector.load(args.check), items)
         for name, (k_new, k_ref, same) in changed.items():
             print(f"  {name}: {k_new} boxes against {k_ref}, {same} matched at IoU >= 0.5")
-        print(f"  detections on {len(items)} images: " + (f"{len(changed)} differ" if changed else
-              f"the same boxes, matched one-to-one at IoU >= 0.5 (lowest IoU {lowest:.2f})"))
+        print(
+            f"  detections on {len(items)} images: "
+            + (
+                f"{len(changed)} differ"
+                if changed
+                else f"the same boxes, matched one-to-one at IoU >= 0.5 (lowest IoU {lowest:.2f})"
+            )
+        )
         raise SystemExit(1 if changed else 3)
 
 
@@ -168,19 +217,42 @@ def train(args, X, y, negatives, sets):
     faces = np.concatenate([cbcl, web])
     rng = np.random.default_rng(0)
     nonfaces = np.concatenate([X[y == 0]] + [sample_windows(g, RANDOM_NONFACES, rng) for g in negatives])
-    print(f"faces: {len(cbcl)} CBCL patches + {len(web)} Web Faces patches; non-faces: {int((y == 0).sum())} CBCL "
-          f"+ {len(nonfaces) - int((y == 0).sum())} random windows of the negative images", flush=True)
+    print(
+        f"faces: {len(cbcl)} CBCL patches + {len(web)} Web Faces patches; non-faces: {int((y == 0).sum())} CBCL "
+        f"+ {len(nonfaces) - int((y == 0).sum())} random windows of the negative images",
+        flush=True,
+    )
     Xall = np.concatenate([faces, nonfaces])
     yall = np.r_[np.ones(len(faces), np.int64), np.zeros(len(nonfaces), np.int64)]
     t = time.perf_counter()
-    det, F, labels = train_detector(Xall, yall, negative_images=negatives, augmentation={"mirror": False},
-                                    svm_params=SVM_PARAMS, box=CBCL_FRAMING, **SCAN)
-    print(f"trained round 0 in {time.perf_counter() - t:.0f} s; prefilter stages: {len(det.prefilter.thresholds)}",
-          flush=True)
-    det, F, labels, table = bootstrap(det, negatives, args.rounds, features=F, labels=labels,
-                                      max_per_image=MAX_PER_IMAGE, evaluate=per_round, callback=checkpoint)
-    print(f"final training set: {int(labels.sum())} faces, {int((labels == 0).sum())} non-faces; "
-          f"{det.classifier.support_.size} support vectors; last fit {det.classifier.fit_seconds_:.0f} s", flush=True)
+    det, F, labels = train_detector(
+        Xall,
+        yall,
+        negative_images=negatives,
+        augmentation={"mirror": False},
+        svm_params=SVM_PARAMS,
+        box=CBCL_FRAMING,
+        **SCAN,
+    )
+    print(
+        f"trained round 0 in {time.perf_counter() - t:.0f} s; prefilter stages: {len(det.prefilter.thresholds)}",
+        flush=True,
+    )
+    det, F, labels, table = bootstrap(
+        det,
+        negatives,
+        args.rounds,
+        features=F,
+        labels=labels,
+        max_per_image=MAX_PER_IMAGE,
+        evaluate=per_round,
+        callback=checkpoint,
+    )
+    print(
+        f"final training set: {int(labels.sum())} faces, {int((labels == 0).sum())} non-faces; "
+        f"{det.classifier.support_.size} support vectors; last fit {det.classifier.fit_seconds_:.0f} s",
+        flush=True,
+    )
     return det, table
 
 
@@ -189,14 +261,22 @@ def compare_models(path, reference):
     header field (scan parameters, features, prefilter, the classifier's class, parameters and fitted values)
     except the training time."""
     (head_a, arr_a), (head_b, arr_b) = (read_archive(p, DETECTOR_FORMAT) for p in (path, reference))
-    differ = sorted(k for k in arr_a.keys() | arr_b.keys()
-                    if k not in arr_a or k not in arr_b or arr_a[k].dtype != arr_b[k].dtype
-                    or not np.array_equal(arr_a[k], arr_b[k]))
+    differ = sorted(
+        k
+        for k in arr_a.keys() | arr_b.keys()
+        if k not in arr_a
+        or k not in arr_b
+        or arr_a[k].dtype != arr_b[k].dtype
+        or not np.array_equal(arr_a[k], arr_b[k])
+    )
     flat_a, flat_b = (_flatten(h, "header") for h in (head_a, head_b))
     for flat in (flat_a, flat_b):
         flat.pop("header.classifier.meta.fit_seconds_", None)
-    return differ + sorted(k for k in flat_a.keys() | flat_b.keys() if flat_a.get(k, None) != flat_b.get(k, None)
-                           or (k in flat_a) != (k in flat_b))
+    return differ + sorted(
+        k
+        for k in flat_a.keys() | flat_b.keys()
+        if flat_a.get(k, None) != flat_b.get(k, None) or (k in flat_a) != (k in flat_b)
+    )
 
 
 def changed_detections(det, reference, images, iou_threshold=0.5):

@@ -20,6 +20,7 @@ Usage: PYTHONPATH=. python scripts/train_pmsvm_detector.py [--rounds 3] [--C 1] 
 Runs on one thread unless --threads says otherwise: multi-threaded float sums can move windows across the
 threshold, so results are reproducible at a given thread count.
 """
+
 from __future__ import annotations
 
 from _script import DATA, limit_threads  # scripts/ is on sys.path when run
@@ -45,16 +46,25 @@ AUGMENTATION = {"mirror": True, "shifts": 0, "angles": (-10, 10)}
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", type=Path, default=DATA, help="shared/data folder (default: %(default)s)")
-    ap.add_argument("--rounds", type=int, default=3,
-                    help="bootstrapping rounds on the negative images (default: %(default)s; 0 is no faster: the "
-                         "unbootstrapped model's many false positives make the operating-point search slow)")
+    ap.add_argument(
+        "--rounds",
+        type=int,
+        default=3,
+        help="bootstrapping rounds on the negative images (default: %(default)s; 0 is no faster: the "
+        "unbootstrapped model's many false positives make the operating-point search slow)",
+    )
     ap.add_argument("--C", type=float, default=1.0, help="PmSVM's C (default: %(default)s)")
-    ap.add_argument("--p", type=float, default=-1.0,
-                    help="power mean: -1 chi-square, -8 ~ intersection (default: %(default)s)")
-    ap.add_argument("--max-iter", type=int, default=PMSVM_DEFAULTS["max_iter"],
-                    help="PmSVM's epoch cap (default: %(default)s); the default recipe's fits converge within it "
-                         "(the last in 2,055 epochs, to tol = 0.1); a fit stopped short depends on rounding (so then "
-                         "does every bootstrapping round after it)")
+    ap.add_argument(
+        "--p", type=float, default=-1.0, help="power mean: -1 chi-square, -8 ~ intersection (default: %(default)s)"
+    )
+    ap.add_argument(
+        "--max-iter",
+        type=int,
+        default=PMSVM_DEFAULTS["max_iter"],
+        help="PmSVM's epoch cap (default: %(default)s); the default recipe's fits converge within it "
+        "(the last in 2,055 epochs, to tol = 0.1); a fit stopped short depends on rounding (so then "
+        "does every bootstrapping round after it)",
+    )
     ap.add_argument("--out", type=Path, required=True, help="model file to write")
     ap.add_argument("--threads", default="1", help="threads for numba and BLAS (default: %(default)s)")
     args = ap.parse_args()
@@ -76,13 +86,17 @@ def main():
     train_items = [(images[n], ann["train"][n][0]) for n in ann["train"]]
 
     t = time.perf_counter()
-    det, F, labels = train_pmsvm_detector(X, y, negative_images=negatives, augmentation=AUGMENTATION,
-                                          pmsvm_params=pmsvm_params)
+    det, F, labels = train_pmsvm_detector(
+        X, y, negative_images=negatives, augmentation=AUGMENTATION, pmsvm_params=pmsvm_params
+    )
     det = calibrate_box(det, train_items)[0]
-    print(f"trained round 0 in {time.perf_counter() - t:.0f} s; prefilter stages: {len(det.prefilter.thresholds)}; "
-          f"box map {fmt_box(det.box)}")
-    det, F, labels, table = bootstrap(det, negatives, args.rounds, features=F, labels=labels, evaluate=evaluate,
-                                      callback=log_round)
+    print(
+        f"trained round 0 in {time.perf_counter() - t:.0f} s; prefilter stages: {len(det.prefilter.thresholds)}; "
+        f"box map {fmt_box(det.box)}"
+    )
+    det, F, labels, table = bootstrap(
+        det, negatives, args.rounds, features=F, labels=labels, evaluate=evaluate, callback=log_round
+    )
     det = calibrate_box(det, train_items)[0]
     print(f"  epochs of the last fit: {int(det.classifier.n_iter_[0])}; box map {fmt_box(det.box)}")
 

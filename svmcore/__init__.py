@@ -12,6 +12,7 @@
 
 Names are imported lazily so that ``import svmcore`` stays fast.
 """
+
 from importlib import import_module
 
 _EXPORTS = {

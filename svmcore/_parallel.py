@@ -4,6 +4,7 @@ The tasks are the parallelism: inside each, BLAS and numba kernels run on one th
 across cores lose to the pool's own threads; two pools spinning on the same cores made a scan 3x slower). The
 numba solvers and kernels release the GIL, so threads are enough and the data are shared, not copied.
 """
+
 from __future__ import annotations
 
 import os
@@ -68,8 +69,9 @@ def check_threads(threads, name="threads", all_cores=False):
     if valid and all_cores and threads == -1:
         return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     if not valid or threads < 1:
-        raise ValueError(f"{name}: expected {'-1 (one per core) or ' if all_cores else ''}an integer >= 1, "
-                         f"got {threads!r}")
+        raise ValueError(
+            f"{name}: expected {'-1 (one per core) or ' if all_cores else ''}an integer >= 1, got {threads!r}"
+        )
     return int(threads)
 
 
@@ -88,9 +90,12 @@ def thread_map(threads, *, parallel_kernels=False, warn_stacklevel=None):
     threads = check_threads(threads)
     if threads > 1 and parallel_kernels and not threadsafe_numba():
         if warn_stacklevel is not None:
-            warnings.warn("numba's workqueue threading layer cannot run kernels from two threads at once (it "
-                          "aborts the process): running on one thread; install tbb for parallel work",
-                          RuntimeWarning, stacklevel=warn_stacklevel + 2)
+            warnings.warn(
+                "numba's workqueue threading layer cannot run kernels from two threads at once (it "
+                "aborts the process): running on one thread; install tbb for parallel work",
+                RuntimeWarning,
+                stacklevel=warn_stacklevel + 2,
+            )
         threads = 1
     if threads == 1:
         yield lambda f, items: [f(x) for x in items]

@@ -1,5 +1,6 @@
 """LIBLINEAR's shrinking after a check of all coordinates at a fixed w, shared by the dual CD solvers of
 :mod:`svmcore.dcd` (linear SVM+) and :mod:`svmcore.pmsvm`."""
+
 from __future__ import annotations
 
 import numba as nb

@@ -3,6 +3,7 @@
 Every check raises ``TypeError`` for a wrong kind of object or dtype and ``ValueError`` for a wrong
 value (shape, NaN/inf, empty, a single class, out-of-range hyperparameter), naming the argument.
 """
+
 from __future__ import annotations
 
 import math
@@ -46,15 +47,20 @@ def check_array(X, name="X", *, ndim=2, allow_sparse=False, dtype=np.float64, mi
         if not (np.issubdtype(X.dtype, np.number) or X.dtype == bool):
             raise TypeError(f"{name}: expected real numbers, got dtype {X.dtype}")
         if X.ndim != ndim:
-            hint = ("; Reshape your data: X.reshape(-1, 1) for a single feature, X.reshape(1, -1) for a single "
-                    "sample") if ndim == 2 and X.ndim == 1 else ""
+            hint = (
+                ("; Reshape your data: X.reshape(-1, 1) for a single feature, X.reshape(1, -1) for a single sample")
+                if ndim == 2 and X.ndim == 1
+                else ""
+            )
             raise ValueError(f"{name}: expected a {ndim}-D array, got shape {X.shape}{hint}")
         X = np.ascontiguousarray(X, dtype=dtype)
         data = X
         shape = X.shape
     if shape[0] < min_rows:
-        raise ValueError(f"{name}: expected at least {min_rows} sample(s), got {shape[0]} sample"
-                         f"{'' if shape[0] == 1 else 's'} (shape {shape})")
+        raise ValueError(
+            f"{name}: expected at least {min_rows} sample(s), got {shape[0]} sample"
+            f"{'' if shape[0] == 1 else 's'} (shape {shape})"
+        )
     if ndim == 2 and shape[1] == 0:  # scikit-learn's wording
         raise ValueError(f"{name}: 0 feature(s) (shape=({shape[0]}, 0)) while a minimum of 1 is required.")
     if not np.isfinite(data).all():
@@ -69,10 +75,11 @@ def check_precomputed_kernel(K, name="X"):
     if K.shape[0] != K.shape[1]:
         raise ValueError(f"{name}: a precomputed training kernel must be square (n, n), got shape {K.shape}")
     n, block = K.shape[0], 1024
-    asym = max((float(np.abs(K[i:i + block] - K[:, i:i + block].T).max()) for i in range(0, n, block)), default=0.0)
+    asym = max((float(np.abs(K[i : i + block] - K[:, i : i + block].T).max()) for i in range(0, n, block)), default=0.0)
     if asym > 1e-4 * max(abs(float(K.max(initial=0.0))), abs(float(K.min(initial=0.0)))):
-        raise ValueError(f"{name}: a precomputed training kernel must be symmetric (K[i, j] = K[j, i]); "
-                         f"max |K - K^T| = {asym:.3g}")
+        raise ValueError(
+            f"{name}: a precomputed training kernel must be symmetric (K[i, j] = K[j, i]); max |K - K^T| = {asym:.3g}"
+        )
 
 
 def check_n_features(X, n_features, name="X", owner=None, other=None):
@@ -96,8 +103,10 @@ def check_labels(y, n_samples, *, name="y", min_classes=2, max_classes=None):
         raise ValueError(f"{name}: this estimator requires y to be passed, but the target y is None")
     if isinstance(y, (list, tuple)) and len({isinstance(v, str) for v in y}) > 1:
         # numpy would turn [1, "a"] into the strings "1" and "a": a mix is almost always a mistake
-        raise ValueError(f"{name}: Unknown label type: a mix of strings and other labels "
-                         f"({sorted({type(v).__name__ for v in y})}); pass one kind")
+        raise ValueError(
+            f"{name}: Unknown label type: a mix of strings and other labels "
+            f"({sorted({type(v).__name__ for v in y})}); pass one kind"
+        )
     y = np.asarray(y)
     if y.dtype.kind == "c":
         raise ValueError(f"{name}: Unknown label type: complex labels; pass class labels")
@@ -115,13 +124,17 @@ def check_labels(y, n_samples, *, name="y", min_classes=2, max_classes=None):
     if y.dtype == object:  # pandas / CSV string columns arrive as object arrays of str
         other = next((v for v in y if not isinstance(v, str)), None)
         if other is not None:
-            raise ValueError(f"{name}: Unknown label type: an object array of labels may hold only strings, found "
-                             f"{other!r} ({type(other).__name__}); pass numbers as a numeric array")
+            raise ValueError(
+                f"{name}: Unknown label type: an object array of labels may hold only strings, found "
+                f"{other!r} ({type(other).__name__}); pass numbers as a numeric array"
+            )
         y = y.astype(str)
     classes, y_index = np.unique(y, return_inverse=True)
     if classes.size < min_classes:
-        raise ValueError(f"{name}: needs at least {min_classes} classes, got {classes.size} class"
-                         f"{'es' if classes.size != 1 else ''} ({classes.tolist()})")
+        raise ValueError(
+            f"{name}: needs at least {min_classes} classes, got {classes.size} class"
+            f"{'es' if classes.size != 1 else ''} ({classes.tolist()})"
+        )
     if max_classes is not None and classes.size > max_classes:
         raise ValueError(f"{name}: expected at most {max_classes} classes, got {classes.size}")
     return classes, y_index.astype(np.int64)
@@ -141,7 +154,7 @@ def check_sample_weight(sample_weight, n_samples):
     return w
 
 
-INT64_MAX = 2 ** 63 - 1
+INT64_MAX = 2**63 - 1
 
 
 def check_scalar(value, name, *, lo=None, hi=None, lo_open=False, hi_open=False, integer=False):
@@ -282,8 +295,9 @@ def row_weights(sample_weight, class_weight, classes, y_index):
     w = check_sample_weight(sample_weight, len(y_index)) * class_sample_weight(class_weight, classes, y_index)
     has_weight = np.bincount(y_index, weights=(w > 0).astype(np.float64), minlength=len(classes)) > 0
     if not has_weight.all():
-        raise ValueError(f"sample_weight * class_weight: classes {classes[~has_weight].tolist()} have no row of "
-                         "positive weight")
+        raise ValueError(
+            f"sample_weight * class_weight: classes {classes[~has_weight].tolist()} have no row of positive weight"
+        )
     return w
 
 

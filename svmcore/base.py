@@ -1,4 +1,5 @@
 """Estimator base: scikit-learn style parameters, and the state that persistence saves and restores."""
+
 from __future__ import annotations
 
 import copy
@@ -9,8 +10,13 @@ import numpy as np
 import scipy.sparse as sp
 
 from . import persistence
-from ._validation import (check_fitted, check_sample_weight, class_sample_weight, class_weight_from_json,
-                          class_weight_to_json)
+from ._validation import (
+    check_fitted,
+    check_sample_weight,
+    class_sample_weight,
+    class_weight_from_json,
+    class_weight_to_json,
+)
 
 
 class BaseEstimator:
@@ -49,16 +55,23 @@ class BaseEstimator:
         from sklearn.utils import ClassifierTags, InputTags, Tags, TargetTags
 
         classifier = self._estimator_type == "classifier"
-        return Tags(estimator_type=self._estimator_type, target_tags=TargetTags(required=classifier),
-                    classifier_tags=ClassifierTags() if classifier else None,
-                    input_tags=InputTags(sparse=self._sparse_input, pairwise=self._pairwise_input,
-                                         positive_only=self._positive_input))
+        return Tags(
+            estimator_type=self._estimator_type,
+            target_tags=TargetTags(required=classifier),
+            classifier_tags=ClassifierTags() if classifier else None,
+            input_tags=InputTags(
+                sparse=self._sparse_input, pairwise=self._pairwise_input, positive_only=self._positive_input
+            ),
+        )
 
     @classmethod
     def _param_names(cls):
         sig = inspect.signature(cls.__init__)
-        return [p for p in sig.parameters
-                if p != "self" and sig.parameters[p].kind == inspect.Parameter.POSITIONAL_OR_KEYWORD]
+        return [
+            p
+            for p in sig.parameters
+            if p != "self" and sig.parameters[p].kind == inspect.Parameter.POSITIONAL_OR_KEYWORD
+        ]
 
     def get_params(self, deep=True):
         """The hyperparameters as a dict {name: value} (``deep`` is accepted for scikit-learn)."""
@@ -185,8 +198,11 @@ class BaseEstimator:
         for k in self._state_meta:
             v = getattr(self, k)
             # (an int is finite; np.isfinite refuses one beyond int64 with a TypeError)
-            if (isinstance(v, bool) or not isinstance(v, numbers.Real)
-                    or not (isinstance(v, numbers.Integral) or np.isfinite(v))):
+            if (
+                isinstance(v, bool)
+                or not isinstance(v, numbers.Real)
+                or not (isinstance(v, numbers.Integral) or np.isfinite(v))
+            ):
                 raise ValueError(f"{k} must be a finite number, got {v!r}")
             if k.startswith("n_"):  # counts
                 if not (isinstance(v, numbers.Integral) and v >= 0):

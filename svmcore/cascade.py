@@ -4,6 +4,7 @@ The Cascade SVM", NIPS 2004).
 
 Dask is an optional dependency: it is imported only by a fit that is given a ``dask.array`` or a ``client``.
 """
+
 from __future__ import annotations
 
 import sys
@@ -15,8 +16,16 @@ from dataclasses import dataclass
 import numpy as np
 
 from ._parallel import check_threads, thread_map
-from ._validation import (ConvergenceWarning, check_array, check_choice, check_fitted, check_labels,
-                          check_random_state, check_scalar, make_rng)
+from ._validation import (
+    ConvergenceWarning,
+    check_array,
+    check_choice,
+    check_fitted,
+    check_labels,
+    check_random_state,
+    check_scalar,
+    make_rng,
+)
 from .base import BaseEstimator, ClassifierMixin
 from .kernels import resolve_kernel
 from .svc import SVC
@@ -89,8 +98,9 @@ def _fit_rows(rows: _Rows, params: dict, below: tuple[_Node, ...] = ()) -> _Node
         return _Node(rows, None, rows.index, seconds, n_iter)
     svc = SVC(**params).fit(rows.X, rows.y)
     sv = svc.support_
-    return _Node(_Rows(rows.X[sv], rows.y[sv], rows.index[sv]), svc, rows.index, seconds + svc.fit_seconds_,
-                 n_iter + svc.n_iter_)
+    return _Node(
+        _Rows(rows.X[sv], rows.y[sv], rows.index[sv]), svc, rows.index, seconds + svc.fit_seconds_, n_iter + svc.n_iter_
+    )
 
 
 def _first_layer(part: _Rows, feedback: _Rows | None, params: dict) -> _Node:
@@ -136,8 +146,11 @@ def _runner(client, threads: int):
         with thread_map(threads) as run:
             yield (lambda f, args: run(lambda a: f(*a), args)), (lambda handles: handles), (lambda value: value)
     else:
-        yield ((lambda f, args: [client.submit(f, *a, pure=False) for a in args]), client.gather,
-               lambda value: value if value is None else client.scatter(value, broadcast=True))
+        yield (
+            (lambda f, args: [client.submit(f, *a, pure=False) for a in args]),
+            client.gather,
+            lambda value: value if value is None else client.scatter(value, broadcast=True),
+        )
 
 
 class CascadeSVC(ClassifierMixin, BaseEstimator):
@@ -218,13 +231,33 @@ class CascadeSVC(ClassifierMixin, BaseEstimator):
     (Osuna, Freund, Girosi 1997) whose objective is lower wherever such a row exists.
     """
 
-    def __init__(self, C=1.0, kernel="rbf", degree=3, gamma="scale", coef0=0.0, tol=1e-3, cache_size=200,
-                 n_partitions=None, max_passes=10, client=None, n_jobs=-1, random_state=0):
+    def __init__(
+        self,
+        C=1.0,
+        kernel="rbf",
+        degree=3,
+        gamma="scale",
+        coef0=0.0,
+        tol=1e-3,
+        cache_size=200,
+        n_partitions=None,
+        max_passes=10,
+        client=None,
+        n_jobs=-1,
+        random_state=0,
+    ):
         self.set_params(**{k: v for k, v in locals().items() if k != "self"})
 
     def _svc_params(self, gamma="scale") -> dict:
-        return {"C": self.C, "kernel": self.kernel, "degree": self.degree, "gamma": gamma, "coef0": self.coef0,
-                "tol": self.tol, "cache_size": self.cache_size}
+        return {
+            "C": self.C,
+            "kernel": self.kernel,
+            "degree": self.degree,
+            "gamma": gamma,
+            "coef0": self.coef0,
+            "tol": self.tol,
+            "cache_size": self.cache_size,
+        }
 
     def _check_params(self):
         """Check the hyperparameters (SVC's own checks for the SVC ones); returns the thread count."""
@@ -264,9 +297,8 @@ class CascadeSVC(ClassifierMixin, BaseEstimator):
                 if repair is None:
                     layer = run(_first_layer, [(p, feedback, params) for p in parts])
                     while len(layer) > 1:  # one binary-tree layer at a time; an odd node waits for the next layer
-                        merged = run(_merge, [(layer[i], layer[i + 1], params)
-                                              for i in range(0, len(layer) - 1, 2)])
-                        layer = merged + layer[len(layer) - len(layer) % 2:]
+                        merged = run(_merge, [(layer[i], layer[i + 1], params) for i in range(0, len(layer) - 1, 2)])
+                        layer = merged + layer[len(layer) - len(layer) % 2 :]
                 else:
                     layer = run(_fit_rows, [(repair, params)])
                 top = gather(layer)[0]
@@ -293,8 +325,12 @@ class CascadeSVC(ClassifierMixin, BaseEstimator):
                 previous = support
         if violation > tol:
             why = "no row outside the last SVM's rows violates its margin" if exhausted else "raise max_passes"
-            warnings.warn(f"CascadeSVC: after {n_pass} passes the KKT violation over all rows is {violation:.3g} > "
-                          f"tol {tol:g} ({why})", ConvergenceWarning, stacklevel=2)
+            warnings.warn(
+                f"CascadeSVC: after {n_pass} passes the KKT violation over all rows is {violation:.3g} > "
+                f"tol {tol:g} ({why})",
+                ConvergenceWarning,
+                stacklevel=2,
+            )
         # the last SVM, stated as the model of all n rows: its support vectors' positions in X, the violation over
         # all rows, the iterations and solver seconds of every sub-fit
         svc.support_ = support.astype(np.int64)
@@ -366,4 +402,3 @@ class CascadeSVC(ClassifierMixin, BaseEstimator):
         path as a ``pathlib.Path``. Raises :class:`svmcore.NotFittedError` before fit."""
         check_fitted(self, "svc_")
         return self.svc_.save(path)
-

@@ -16,6 +16,7 @@ and the solver stops when max PG - min PG <= tol over all 2n coordinates, measur
 One loop serves dense and CSR data: a row is either a 2-D float64 array or a ``(data, indices,
 indptr)`` tuple, and numba compiles one variant per combination of the two kinds.
 """
+
 from __future__ import annotations
 
 import numba as nb
@@ -51,12 +52,14 @@ _ROW_FLAGS = {"fastmath": {"reassoc", "contract"}}
 @overload(_row_dot, jit_options=_ROW_FLAGS)
 def _row_dot_impl(X, i, w):
     if isinstance(X, types.Array):
+
         def dense(X, i, w):
             d = X.shape[1]
             s = w[d]
             for k in range(d):
                 s += X[i, k] * w[k]
             return s
+
         return dense
 
     def csr(X, i, w):
@@ -65,17 +68,20 @@ def _row_dot_impl(X, i, w):
         for k in range(indptr[i], indptr[i + 1]):
             s += data[k] * w[indices[k]]
         return s
+
     return csr
 
 
 @overload(_row_axpy, jit_options=_ROW_FLAGS)
 def _row_axpy_impl(X, i, a, w):
     if isinstance(X, types.Array):
+
         def dense(X, i, a, w):
             d = X.shape[1]
             for k in range(d):
                 w[k] += a * X[i, k]
             w[d] += a
+
         return dense
 
     def csr(X, i, a, w):
@@ -83,6 +89,7 @@ def _row_axpy_impl(X, i, a, w):
         for k in range(indptr[i], indptr[i + 1]):
             w[indices[k]] += a * data[k]
         w[w.shape[0] - 1] += a
+
     return csr
 
 

@@ -4,6 +4,7 @@
 (BLAS) for the inner products, then an elementwise transform fused in numba. This is how a working set's
 kernel columns are computed together (the decomposition solver asks for q columns at once).
 """
+
 from __future__ import annotations
 
 import numbers
@@ -24,6 +25,7 @@ class KernelSpec:
 
     linear: <a, b>;  poly: (gamma <a, b> + coef0)^degree;  rbf: exp(-gamma ||a - b||^2).
     """
+
     kind: str
     gamma: float = 1.0
     degree: int = 3
@@ -37,7 +39,8 @@ def check_gamma(gamma, name="gamma"):
         return gamma
     if isinstance(gamma, (str, bool)) or not isinstance(gamma, numbers.Real):
         raise (ValueError if isinstance(gamma, str) else TypeError)(
-            f"{name}: expected 'scale', 'auto' or a number > 0, got {gamma!r}")
+            f"{name}: expected 'scale', 'auto' or a number > 0, got {gamma!r}"
+        )
     return check_scalar(gamma, name, lo=0, lo_open=True)
 
 
@@ -55,8 +58,10 @@ def check_fitted_gamma(kernel, gamma, gamma_, n_features, names=("gamma", "gamma
     param, learned = names
     if kernel not in ("poly", "rbf"):
         if gamma_ != unused:
-            raise ValueError(f"{learned} is {gamma_!r}, but the {kernel} kernel has no width (its fit records "
-                             f"{unused!r}): the arrays are of another kernel's model")
+            raise ValueError(
+                f"{learned} is {gamma_!r}, but the {kernel} kernel has no width (its fit records "
+                f"{unused!r}): the arrays are of another kernel's model"
+            )
         return
     if isinstance(gamma, str) or gamma is None:
         expected = 1.0 / n_features if gamma == "auto" and n_features else None
@@ -64,8 +69,9 @@ def check_fitted_gamma(kernel, gamma, gamma_, n_features, names=("gamma", "gamma
         expected = float(gamma)
     if expected is not None and not np.isclose(gamma_, expected, rtol=1e-12, atol=0.0):
         given = f"{param}={gamma!r}" + (f" (1/{n_features} = {expected!r})" if gamma == "auto" else "")
-        raise ValueError(f"{learned} is {gamma_!r}, but {given}: the model does not have the kernel width its "
-                         "parameters state")
+        raise ValueError(
+            f"{learned} is {gamma_!r}, but {given}: the model does not have the kernel width its parameters state"
+        )
 
 
 def _sparse_variance(X):
@@ -102,8 +108,10 @@ def resolve_kernel(kernel, X, gamma, degree, coef0) -> KernelSpec:
             var = X.var()
         g = 1.0 / (d * var) if var > 0 else 1.0
         if not (np.isfinite(g) and g > 0):  # features so large their variance overflows
-            raise ValueError(f"gamma='scale': the features' variance ({var:g}) gives no kernel width; rescale "
-                             "the features or give gamma")
+            raise ValueError(
+                f"gamma='scale': the features' variance ({var:g}) gives no kernel width; rescale "
+                "the features or give gamma"
+            )
     elif gamma == "auto":
         g = 1.0 / d
     else:
@@ -307,8 +315,9 @@ def sparse_centre(X):
     n, d = X.shape
     if sp.issparse(X):
         X = X if X.format == "csr" else sp.csr_matrix(X)  # canonical (check_array): one entry per (row, column)
-        total, spread = _csr_mean_sq_and_spread(X.indptr, X.indices, X.data.astype(np.float64, copy=False),
-                                                np.arange(n), d)
+        total, spread = _csr_mean_sq_and_spread(
+            X.indptr, X.indices, X.data.astype(np.float64, copy=False), np.arange(n), d
+        )
         if total == 0.0 or total <= spread:  # text data: ~10 us for a pair of sector classes (numpy's way: ~190 us)
             return None, None
         cols, inv = np.unique(X.indices, return_inverse=True)
@@ -321,7 +330,7 @@ def sparse_centre(X):
         m = mean[cols]
         spread = 0.0
         for s in range(0, n, 1024):  # row blocks: no second copy of X
-            block = X[s:s + 1024] - mean
+            block = X[s : s + 1024] - mean
             spread += float(np.einsum("ij,ij->", block, block))
         spread /= n
     c2 = m * m
@@ -329,7 +338,7 @@ def sparse_centre(X):
     if total == 0.0 or total <= spread:  # text data
         return None, None
     order = np.argsort(c2, kind="stable")
-    kept = np.sort(order[int(np.searchsorted(np.cumsum(c2[order]), spread, side="right")):])
+    kept = np.sort(order[int(np.searchsorted(np.cumsum(c2[order]), spread, side="right")) :])
     c = np.zeros(d)
     c[cols[kept]] = m[kept]
     return c, cols[kept]
@@ -427,10 +436,10 @@ def kernel_decision(X, sv, coef, spec, coef_sum_zero):
         sq_sv = row_norms_sq(sv)  # once, not per block
     out = np.empty((X.shape[0], coef.shape[1]))
     for s in range(0, X.shape[0], step):  # one kernel block serves all the binary models
-        block = X[s:s + step]
+        block = X[s : s + step]
         if centre is not None:
             block = shift_csr(block, centre, columns) if sp.issparse(block) else block - centre
-        out[s:s + step] = kernel_block(block, sv, spec, sq_b=sq_sv) @ coef
+        out[s : s + step] = kernel_block(block, sv, spec, sq_b=sq_sv) @ coef
     return out + offset
 
 
@@ -486,13 +495,14 @@ class Gram:
         self.dot = np.empty((n, n))
         step = max(1, 2**22 // n)  # row blocks: the sparse product's entries (12 bytes each) stay within ~50 MB
         for s in range(0, n, step):
-            self.dot[s:s + step] = (X[s:s + step] @ X.T).toarray()
+            self.dot[s : s + step] = (X[s : s + step] @ X.T).toarray()
         self._data = X.data.astype(np.float64, copy=False)
 
     def shifts(self, rows):
         """Whether :func:`sparse_centre` may shift the rows ``rows`` (int array): False for text data and dense rows."""
-        return self.sparse and gram_shifts(self.dot, self.sq, *self.csr_arrays(), np.asarray(rows, dtype=np.int64),
-                                           self.MARGIN, self.SMALL)
+        return self.sparse and gram_shifts(
+            self.dot, self.sq, *self.csr_arrays(), np.asarray(rows, dtype=np.int64), self.MARGIN, self.SMALL
+        )
 
     def csr_arrays(self):
         """(indptr, indices, data float64, d) of a CSR X, for :func:`gram_shifts`; empty arrays for dense rows."""
@@ -504,8 +514,9 @@ class Gram:
     def kernel(self, a, b, spec: KernelSpec, out=None):
         """K(X[a], X[b]) (len(a), len(b)) for index arrays a and b, as :func:`kernel_block` of those rows gives it."""
         cols = np.asarray(b, dtype=np.int64) if self.column_of is None else self.column_of[b]
-        return kernel_of_products(cut_block(self.dot, np.asarray(a, dtype=np.int64), cols), spec, self.sq[a],
-                                  self.sq[b], out)
+        return kernel_of_products(
+            cut_block(self.dot, np.asarray(a, dtype=np.int64), cols), spec, self.sq[a], self.sq[b], out
+        )
 
     def kernel_all(self, spec: KernelSpec, dtype):
         """K(X, X) (n, n) of ``dtype``, stored as the products are: K(x_i, x_j) at [i, column_of[j]] (j where
@@ -683,8 +694,13 @@ class CentredGram:
     def __init__(self, X, rows, centre_rows):
         data = X.data.astype(np.float64, copy=False)
         self.dot, self.sq, offsets, shifted = _centred_products(
-            X.indptr, X.indices, data, X.shape[1], np.asarray(rows, dtype=np.int64),
-            np.asarray(centre_rows, dtype=np.int64))
+            X.indptr,
+            X.indices,
+            data,
+            X.shape[1],
+            np.asarray(rows, dtype=np.int64),
+            np.asarray(centre_rows, dtype=np.int64),
+        )
         self.offsets = offsets if shifted else None
 
     def shifts(self, rows):

@@ -1,4 +1,5 @@
 """Evaluation measures for multiclass scores."""
+
 from __future__ import annotations
 
 import numpy as np

@@ -1,4 +1,5 @@
 """One-vs-one multiclass: the pairs of classes and LIBSVM's voting, shared by SVC and PmSVM."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -7,8 +8,7 @@ import numpy as np
 def ovo_pairs(n_classes):
     """(n_classes (n_classes - 1) / 2, 2) int64 class indices (a, b), a < b, in LIBSVM's order; in each binary
     problem class b is the positive one."""
-    return np.array([(a, b) for a in range(n_classes) for b in range(a + 1, n_classes)],
-                    dtype=np.int64).reshape(-1, 2)
+    return np.array([(a, b) for a in range(n_classes) for b in range(a + 1, n_classes)], dtype=np.int64).reshape(-1, 2)
 
 
 def ovo_votes(F, pairs, n_classes):

@@ -14,6 +14,7 @@ it ("unknown arrays"), so ``format_version`` stays 1. The header is standard JSO
 non-finite float, such as PmSVM's p = -inf, is written as ``{"__float__": "-inf"}``. Files are written to a
 temporary file in the target folder and renamed into place, so a crash never leaves a half-written model.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -129,8 +130,14 @@ def split_sparse(arrays: dict) -> dict:
         if not a.has_canonical_format:
             a = a.copy()
             a.sum_duplicates()
-        out.update({f"{name}.data": a.data, f"{name}.indices": a.indices, f"{name}.indptr": a.indptr,
-                    f"{name}.shape": np.array(a.shape, dtype=np.int64)})
+        out.update(
+            {
+                f"{name}.data": a.data,
+                f"{name}.indices": a.indices,
+                f"{name}.indptr": a.indptr,
+                f"{name}.shape": np.array(a.shape, dtype=np.int64),
+            }
+        )
     return out
 
 
@@ -160,15 +167,19 @@ def _csr_from_parts(name, data, indices, indptr, shape):
     def bad(why):
         return ValueError(f"sparse array {name!r}: {why}")
 
-    if shape.shape != (2,) or shape.dtype.kind not in "iu" or not all(0 <= int(v) <= np.iinfo(np.int64).max
-                                                                       for v in shape):
+    if (
+        shape.shape != (2,)
+        or shape.dtype.kind not in "iu"
+        or not all(0 <= int(v) <= np.iinfo(np.int64).max for v in shape)
+    ):
         got = shape.tolist() if shape.size <= 4 else shape.shape
         raise bad(f"shape must be 2 integers >= 0, got {shape.dtype} {got}")
     n, d = (int(v) for v in shape)
     for part, a, kinds in (("data", data, "f"), ("indices", indices, "iu"), ("indptr", indptr, "iu")):
         if a.ndim != 1 or a.dtype.kind not in kinds:
-            raise bad(f"{part} must be a 1-D array of {'floats' if kinds == 'f' else 'integers'}, "
-                      f"got {a.dtype} {a.shape}")
+            raise bad(
+                f"{part} must be a 1-D array of {'floats' if kinds == 'f' else 'integers'}, got {a.dtype} {a.shape}"
+            )
     if indptr.size != n + 1:
         raise bad(f"indptr has {indptr.size} entries for {n} rows; expected {n + 1}")
     ptr, cols = indptr.astype(np.int64), indices.astype(np.int64)  # (uint64 beyond int64 wraps negative: refused)
@@ -284,16 +295,21 @@ class NpzReader:
                 raise self._bad(f"member {info.filename!r} is not one .npy array")
             if info.compress_type == zipfile.ZIP_STORED:
                 if info.file_size != info.compress_size or info.compress_size > archive_bytes:
-                    raise self._bad(f"member {info.filename!r} claims {info.file_size} bytes in a "
-                                    f"{archive_bytes}-byte file")
+                    raise self._bad(
+                        f"member {info.filename!r} claims {info.file_size} bytes in a {archive_bytes}-byte file"
+                    )
             elif info.file_size > max(MAX_EXPANSION * info.compress_size, MAX_SMALL_MEMBER):
-                raise self._bad(f"member {info.filename!r} expands {info.compress_size} bytes to {info.file_size}, "
-                                f"more than {MAX_EXPANSION} times")
+                raise self._bad(
+                    f"member {info.filename!r} expands {info.compress_size} bytes to {info.file_size}, "
+                    f"more than {MAX_EXPANSION} times"
+                )
             try:
                 with self._zip.open(info) as f:
                     version = np.lib.format.read_magic(f)
-                    read_header = {(1, 0): np.lib.format.read_array_header_1_0,
-                                   (2, 0): np.lib.format.read_array_header_2_0}.get(version)
+                    read_header = {
+                        (1, 0): np.lib.format.read_array_header_1_0,
+                        (2, 0): np.lib.format.read_array_header_2_0,
+                    }.get(version)
                     if read_header is None:
                         raise ValueError(f".npy version {version}")
                     shape, fortran, dtype = read_header(f)
@@ -304,8 +320,10 @@ class NpzReader:
                 raise self._bad(f"array {name!r} has dtype object, which would need pickle")
             nbytes = math.prod(shape) * dtype.itemsize
             if offset + nbytes != info.file_size:
-                raise self._bad(f"array {name!r}: its header claims {shape} {dtype} ({nbytes} bytes), the archive "
-                                f"holds {info.file_size - offset}")
+                raise self._bad(
+                    f"array {name!r}: its header claims {shape} {dtype} ({nbytes} bytes), the archive "
+                    f"holds {info.file_size - offset}"
+                )
             members[name] = (tuple(shape), dtype)
         return members
 
@@ -345,16 +363,19 @@ def read_archive(path, expected_format: str, array_names=None, what: str = "mode
         if spec is None:
             raise ValueError(f"{path}: not a model file of this project (no header)")
         if spec[1] != np.uint8 or len(spec[0]) != 1 or spec[0][0] > MAX_HEADER_BYTES:
-            raise ValueError(f"{path}: the model header must be at most {MAX_HEADER_BYTES} bytes of text, "
-                             f"got {spec[0]} {spec[1]}")
+            raise ValueError(
+                f"{path}: the model header must be at most {MAX_HEADER_BYTES} bytes of text, got {spec[0]} {spec[1]}"
+            )
         try:
             # (older files: -Infinity)
             header = json.loads(npz.read("__header__").tobytes().decode("utf-8"), object_hook=_decode)
         except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:  # (deeply nested brackets recurse)
             raise ValueError(f"{path}: model header is not valid JSON ({exc})") from exc
         if not isinstance(header, dict) or header.get("format") != expected_format:
-            raise ValueError(f"{path}: not a {expected_format} file "
-                             f"(format={header.get('format') if isinstance(header, dict) else None!r})")
+            raise ValueError(
+                f"{path}: not a {expected_format} file "
+                f"(format={header.get('format') if isinstance(header, dict) else None!r})"
+            )
         version = header.get("format_version")
         if isinstance(version, bool) or not isinstance(version, int) or version > FORMAT_VERSION or version < 1:
             raise ValueError(f"{path}: unsupported format version {version!r} (this version reads {FORMAT_VERSION})")
@@ -381,8 +402,13 @@ def registered_class(name) -> type:
 def save(estimator, path) -> Path:
     """Save a fitted svmcore estimator to ``path`` (see the module docstring for the format)."""
     params, meta, arrays = estimator._get_state()
-    header = {"format": "svmcore-model", "format_version": FORMAT_VERSION,
-              "class": type(estimator).__name__, "params": params, "meta": meta}
+    header = {
+        "format": "svmcore-model",
+        "format_version": FORMAT_VERSION,
+        "class": type(estimator).__name__,
+        "params": params,
+        "meta": meta,
+    }
     return write_archive(path, header, arrays)
 
 
@@ -393,6 +419,7 @@ def load(path):
     file (not an .npz, unknown class, missing or unknown parameters, arrays or values, mis-typed or
     mis-shaped arrays, invalid hyperparameters or learned values). Never unpickles.
     """
+
     def array_names(header):
         unknown = sorted(set(header) - _HEADER_FIELDS)
         if unknown:  # (an edited header: what would the fields mean?)

@@ -31,6 +31,7 @@ PmSVM-LUT replaces e(x) and beta(x) by two tables over N = ``lut_bins`` equally 
 ``intercept_[m]``: O(d) per sample, independent of the number of training samples (:func:`lut_decision`);
 a table beyond ``TABLE_MAX_BYTES`` is not built, and the same interpolation is computed from coef_.
 """
+
 from __future__ import annotations
 
 import math
@@ -46,9 +47,20 @@ from numba.extending import intrinsic
 
 from . import persistence
 from ._shrinking import keep_after_check
-from ._validation import (ConvergenceWarning, check_array, check_choice, check_class_weight, check_finite_fit,
-                          check_fitted, check_labels, check_n_features, check_random_state, check_scalar, make_rng,
-                          row_weights)
+from ._validation import (
+    ConvergenceWarning,
+    check_array,
+    check_choice,
+    check_class_weight,
+    check_finite_fit,
+    check_fitted,
+    check_labels,
+    check_n_features,
+    check_random_state,
+    check_scalar,
+    make_rng,
+    row_weights,
+)
 from .base import BaseEstimator, ClassifierMixin
 from .multiclass import ovo_pairs, ovo_votes
 
@@ -77,8 +89,10 @@ def check_p(p):
     if np.isnan(p):
         raise ValueError("p: must not be NaN")
     if p > 0:
-        raise ValueError(f"p: power mean kernels need p <= 0 (p=-1 chi-square, p=0 Hellinger, "
-                         f"p=-inf intersection); p={p} > 0 is not positive definite and not supported")
+        raise ValueError(
+            f"p: power mean kernels need p <= 0 (p=-1 chi-square, p=0 Hellinger, "
+            f"p=-inf intersection); p={p} > 0 is not positive definite and not supported"
+        )
     if -1e-9 < p < 0:
         raise ValueError(f"p: {p} is too close to 0 for floating point; use p=0 (its limit, the Hellinger kernel)")
     return p
@@ -88,8 +102,10 @@ def check_nonnegative(X, name="X"):
     """Raise ValueError unless every entry of ``X`` (array or CSR matrix) is >= 0."""
     data = X.data if sp.issparse(X) else X
     if data.size and data.min() < 0:
-        raise ValueError(f"{name}: Negative values in data passed to an additive (power mean) kernel: features "
-                         f"must be >= 0, found {data.min():g}")
+        raise ValueError(
+            f"{name}: Negative values in data passed to an additive (power mean) kernel: features "
+            f"must be >= 0, found {data.min():g}"
+        )
 
 
 def power_mean(a, c, p):
@@ -290,8 +306,12 @@ def approximation_error(p=-1.0, n_anchors=3, step=0.01):
     anchors = pmsvm_anchors(n_anchors)
     kt = explanatory_variables(g, len(anchors)) @ regression_weights(g, anchors, p).T
     rel = np.abs(kt - k) / k
-    return {"mean_relative": float(rel.mean()), "sum_relative": float(np.abs(kt - k).sum() / k.sum()),
-            "max_relative": float(rel.max()), "median_relative": float(np.median(rel))}
+    return {
+        "mean_relative": float(rel.mean()),
+        "sum_relative": float(np.abs(kt - k).sum() / k.sum()),
+        "max_relative": float(rel.max()),
+        "median_relative": float(np.median(rel)),
+    }
 
 
 # --- the O(d) evaluation with lookup tables --------------------------------------------------------
@@ -357,8 +377,10 @@ def lut_decision(X, table, x_max, intercept):
         table = table.astype(np.float64)
     intercept = np.ascontiguousarray(intercept, dtype=np.float64)
     if table.ndim != 3 or table.shape[2] < 2 or intercept.shape != (table.shape[0],):
-        raise ValueError(f"lut_decision: table must be (n_models, d, N>=2) with intercept (n_models,); got "
-                         f"{table.shape} and {intercept.shape}")
+        raise ValueError(
+            f"lut_decision: table must be (n_models, d, N>=2) with intercept (n_models,); got "
+            f"{table.shape} and {intercept.shape}"
+        )
     x_max = check_x_max(x_max, table.shape[1], "lut_decision: x_max")
     if not sp.issparse(X):
         X = np.asarray(X)
@@ -486,8 +508,9 @@ def _count_positions(indptr, indices, values, unit, ev, lut_bins, paper):
 
 
 @nb.njit(cache=True, parallel=True)
-def _fill_positions(indptr, indices, values, unit, ev, beta, lut_bins, paper, ptr, out_indices, out_codes, t_pos,
-                    s_beta):
+def _fill_positions(
+    indptr, indices, values, unit, ev, beta, lut_bins, paper, ptr, out_indices, out_codes, t_pos, s_beta
+):
     """The CSR streams of the rows of (indptr, indices, values), row i's positions from ptr[i] on (ptr from
     :func:`_count_positions`): out_indices the feature j; with the paper's basis t_pos = ev[c, 1] (the margin's
     e = (1, t, t^2)) and s_beta = unit[j] beta[c] (the update's, float32: half the stream, rounding 6e-8), else
@@ -558,7 +581,7 @@ def _solver_layout(X, nnz, x_max, anchors, p, lut_bins):
     k_diag = _row_sums(indptr, values)  # k(x, x) = sum_j x_j
     dense_rows = nnz >= DENSE_FROM * n * d and n * d * n_basis * 8 <= ROWS_MAX_BYTES
     # 32-bit indices and codes when they fit: less memory traffic per coordinate step (1.1x on CBCL HOG)
-    itype = np.int32 if max(n * d if dense_rows and not sp.issparse(X) else nnz, d) < 2 ** 31 else np.int64
+    itype = np.int32 if max(n * d if dense_rows and not sp.issparse(X) else nnz, d) < 2**31 else np.int64
     paper = n_basis == 3 and not dense_rows
     # each feature in its own unit, x / x_max_j: the anchors' [0, 1]. beta stays in units of each feature: the layouts
     # multiply it by s_j (k(q, x) = s_j k(q/s_j, x/s_j) in dimension j), so that one table of lut_bins rows serves all
@@ -580,7 +603,7 @@ def _solver_layout(X, nnz, x_max, anchors, p, lut_bins):
         # beta of each position's value in its row of ev, beta
         if sp.issparse(X):
             a, b = indptr[r0], indptr[r1]
-            bp, bi, bv = indptr[r0:r1 + 1] - a, indices[a:b], values[a:b]
+            bp, bi, bv = indptr[r0 : r1 + 1] - a, indices[a:b], values[a:b]
             u = bv / x_max[bi]
         elif dense_rows:
             bp, bi, bv = np.arange(0, (r1 - r0) * d + 1, d), indices, X[r0:r1].ravel()
@@ -602,16 +625,16 @@ def _solver_layout(X, nnz, x_max, anchors, p, lut_bins):
                 _fill_dense_rows(bp, bi, bv, x_max, bev, bbeta, 0, rows_e[r0:r1], rows_b[r0:r1])
         # indptr: read (not used) by the solvers' prefetch; indices: not read
         return np.zeros(n + 1, itype), np.empty(0, itype), np.empty(0, itype), np.empty(0), rows_e, rows_b, k_diag
-    ptr = _count_positions(indptr, indices, values, x_max, ev if ev is not None else np.zeros((1, 1)), lut_bins,
-                           paper)
+    ptr = _count_positions(indptr, indices, values, x_max, ev if ev is not None else np.zeros((1, 1)), lut_bins, paper)
     m = int(ptr[-1])
     out_indices = np.empty(m, itype)
     if paper:
         # codes: not read with t_pos, only non-empty (an empty one means dense rows); ev: only its width is read
         codes, t_pos, s_beta = np.zeros(1, itype), np.empty(m), np.empty((m, 3), dtype=np.float32)
         if blocks is None:
-            _fill_positions(indptr, indices, values, x_max, ev, beta, lut_bins, True, ptr, out_indices, codes, t_pos,
-                            s_beta)
+            _fill_positions(
+                indptr, indices, values, x_max, ev, beta, lut_bins, True, ptr, out_indices, codes, t_pos, s_beta
+            )
         else:
             for r0, r1 in blocks:
                 bp, bi, bv, bev, bbeta = block(r0, r1)
@@ -620,15 +643,41 @@ def _solver_layout(X, nnz, x_max, anchors, p, lut_bins):
         return ptr.astype(itype), out_indices, codes, t_pos, ev, s_beta, k_diag
     codes = np.empty(m, itype)
     if blocks is None:
-        _fill_positions(indptr, indices, values, x_max, ev, beta, lut_bins, False, ptr, out_indices, codes,
-                        np.empty(0), np.empty((0, 3), dtype=np.float32))
+        _fill_positions(
+            indptr,
+            indices,
+            values,
+            x_max,
+            ev,
+            beta,
+            lut_bins,
+            False,
+            ptr,
+            out_indices,
+            codes,
+            np.empty(0),
+            np.empty((0, 3), dtype=np.float32),
+        )
     else:  # every nonzero value is a position and its own row of ev and beta, in storage order
         ev, beta = np.empty((m, n_basis)), np.empty((m, n_basis))
         for r0, r1 in blocks:
             bp, bi, bv, bev, bbeta = block(r0, r1)
-            _fill_positions(bp, bi, bv, x_max, bev, bbeta, 0, False, ptr[r0:r1], out_indices, codes, np.empty(0),
-                            np.empty((0, 3), dtype=np.float32))
-            ev[ptr[r0]:ptr[r1]], beta[ptr[r0]:ptr[r1]] = bev, bbeta
+            _fill_positions(
+                bp,
+                bi,
+                bv,
+                x_max,
+                bev,
+                bbeta,
+                0,
+                False,
+                ptr[r0:r1],
+                out_indices,
+                codes,
+                np.empty(0),
+                np.empty((0, 3), dtype=np.float32),
+            )
+            ev[ptr[r0] : ptr[r1]], beta[ptr[r0] : ptr[r1]] = bev, bbeta
     return ptr.astype(itype), out_indices, codes, np.empty(0), ev, beta, k_diag
 
 
@@ -659,10 +708,12 @@ def _prefetch(typingctx, arr, q):
         ary = context.make_array(signature.args[0])(context, builder, args[0])
         ptr = cgutils.get_item_pointer(context, builder, signature.args[0], ary, [args[1]], wraparound=False)
         i8p, i32 = ir.IntType(8).as_pointer(), ir.IntType(32)
-        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32]),
-                                            "llvm.prefetch.p0i8")
+        fn = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32]), "llvm.prefetch.p0i8"
+        )
         builder.call(fn, [builder.bitcast(ptr, i8p), i32(0), i32(3), i32(1)])
         return context.get_dummy_value()
+
     return nb.types.void(arr, q), codegen
 
 
@@ -780,8 +831,28 @@ FIRST_PHASE_CAP = 0.1
 
 
 @nb.njit(cache=True, parallel=True)
-def _dcd(indptr, indices, codes, t_pos, ev, beta, unit, qdiag, Y, upper, diag, tol, phase_cap, max_iter, seeds, W,
-         bias, alpha, n_iter, n_passes):
+def _dcd(
+    indptr,
+    indices,
+    codes,
+    t_pos,
+    ev,
+    beta,
+    unit,
+    qdiag,
+    Y,
+    upper,
+    diag,
+    tol,
+    phase_cap,
+    max_iter,
+    seeds,
+    W,
+    bias,
+    alpha,
+    n_iter,
+    n_passes,
+):
     """Dual CD with shrinking (Hsieh et al. 2008; Wu's Algorithm 3) for each row of Y (one binary problem).
 
     LIBLINEAR's form (solve_l2r_l1l2_svc), with row i's box constraint C_i: hinge loss upper_i = C_i,
@@ -866,8 +937,9 @@ def _dcd(indptr, indices, codes, t_pos, ev, beta, unit, qdiag, Y, upper, diag, t
                 first_phase = False
                 if it == max_iter:
                     break
-                pg_max, pg_min, active = _check_all(members, index, G_all, y, a, w, bias[m], upper, diag, indptr,
-                                                    indices, codes, t_pos, ev)
+                pg_max, pg_min, active = _check_all(
+                    members, index, G_all, y, a, w, bias[m], upper, diag, indptr, indices, codes, t_pos, ev
+                )
                 it += 1
                 visits += n
                 if pg_max - pg_min <= tol:
@@ -929,7 +1001,7 @@ def _sgd(indptr, indices, codes, t_pos, ev, beta, unit, Y, C, row_weight, tol, m
                 norm += v[k] ** 2
                 prev[k] = v[k]
             diff += (vb - prev_b) ** 2
-            norm += vb ** 2
+            norm += vb**2
             prev_b = vb
             if diff <= tol * tol * norm:
                 break
@@ -1021,8 +1093,20 @@ class PmSVM(ClassifierMixin, BaseEstimator):
         check_fitted(self, "coef_")
         return self.coef_.shape[1]
 
-    def __init__(self, C=1.0, p=-1.0, n_anchors=3, lut_bins=1000, tol=0.1, max_iter=100, random_state=None,
-                 solver="dcd", multi_class="ovr", loss="hinge", class_weight=None):
+    def __init__(
+        self,
+        C=1.0,
+        p=-1.0,
+        n_anchors=3,
+        lut_bins=1000,
+        tol=0.1,
+        max_iter=100,
+        random_state=None,
+        solver="dcd",
+        multi_class="ovr",
+        loss="hinge",
+        class_weight=None,
+    ):
         self.C = C
         self.p = p
         self.n_anchors = n_anchors
@@ -1065,7 +1149,7 @@ class PmSVM(ClassifierMixin, BaseEstimator):
         check_p(self.p)
         anchors = pmsvm_anchors(self.n_anchors)
         if self.lut_bins is not None:
-            check_scalar(self.lut_bins, "lut_bins", lo=2, hi=2 ** 20, integer=True)
+            check_scalar(self.lut_bins, "lut_bins", lo=2, hi=2**20, integer=True)
         check_scalar(self.tol, "tol", lo=0, lo_open=True)
         check_scalar(self.max_iter, "max_iter", lo=1, integer=True)
         check_random_state(self.random_state)
@@ -1073,8 +1157,9 @@ class PmSVM(ClassifierMixin, BaseEstimator):
         check_choice(self.multi_class, "multi_class", ("ovr", "ovo"))
         check_choice(self.loss, "loss", ("hinge", "squared_hinge"))
         if self.solver == "sgd" and self.loss != "hinge":
-            raise ValueError(f"loss={self.loss!r} needs solver='dcd': the SGD solver (Algorithm 4) minimises the "
-                             "hinge loss")
+            raise ValueError(
+                f"loss={self.loss!r} needs solver='dcd': the SGD solver (Algorithm 4) minimises the hinge loss"
+            )
         check_class_weight(self.class_weight)
         return anchors
 
@@ -1136,23 +1221,62 @@ class PmSVM(ClassifierMixin, BaseEstimator):
         Y = np.where(pos, 1.0, np.where(neg, -1.0, 0.0))
         Y[:, row_weight == 0] = 0.0  # a row without weight is in no problem
         rng = make_rng(self.random_state)
-        seeds = rng.integers(1, 2 ** 62, size=n_models, dtype=np.int64)
+        seeds = rng.integers(1, 2**62, size=n_models, dtype=np.int64)
         W = np.zeros((n_models, d * n_basis))
         bias = np.zeros(n_models)
         n_iter = np.zeros(n_models, dtype=np.int64)
         if self.solver == "dcd":
             C_i = float(self.C) * row_weight  # (a Fraction would make an object array)
             with np.errstate(divide="ignore"):  # rows of weight 0 take no step (Y = 0)
-                upper, diag = ((C_i, np.zeros(n)) if self.loss == "hinge" else
-                               (np.full(n, np.inf), np.where(C_i > 0, 0.5 / C_i, 0.0)))
+                upper, diag = (
+                    (C_i, np.zeros(n))
+                    if self.loss == "hinge"
+                    else (np.full(n, np.inf), np.where(C_i > 0, 0.5 / C_i, 0.0))
+                )
             qdiag = k_diag + 1.0 + diag  # +1 for the bias
             alpha = np.zeros((n_models, n))
             n_passes = np.zeros(n_models)
-            _dcd(indptr, indices, codes, t_pos, ev, beta, x_max, qdiag, Y, upper, diag, float(self.tol),
-                 FIRST_PHASE_CAP, int(self.max_iter), seeds, W, bias, alpha, n_iter, n_passes)
+            _dcd(
+                indptr,
+                indices,
+                codes,
+                t_pos,
+                ev,
+                beta,
+                x_max,
+                qdiag,
+                Y,
+                upper,
+                diag,
+                float(self.tol),
+                FIRST_PHASE_CAP,
+                int(self.max_iter),
+                seeds,
+                W,
+                bias,
+                alpha,
+                n_iter,
+                n_passes,
+            )
         else:
-            _sgd(indptr, indices, codes, t_pos, ev, beta, x_max, Y, float(self.C), row_weight, float(self.tol),
-                 int(self.max_iter), seeds, W, bias, n_iter)
+            _sgd(
+                indptr,
+                indices,
+                codes,
+                t_pos,
+                ev,
+                beta,
+                x_max,
+                Y,
+                float(self.C),
+                row_weight,
+                float(self.tol),
+                int(self.max_iter),
+                seeds,
+                W,
+                bias,
+                n_iter,
+            )
             alpha, n_passes = None, n_iter.astype(np.float64)  # every SGD epoch visits every sample
         check_finite_fit(W, bias, what="the features' kernel values", remedy="rescale the features, e.g. to [0, 1]")
         if alpha is not None:
@@ -1162,8 +1286,12 @@ class PmSVM(ClassifierMixin, BaseEstimator):
         self.n_passes_ = n_passes
         stopped = int(np.count_nonzero(n_iter >= self.max_iter))
         if stopped:  # one warning for all the binary problems, as LIBLINEAR's "reaching max number of iterations"
-            warnings.warn(f"PmSVM: {stopped} of {n_models} binary problems stopped at max_iter={self.max_iter} epochs "
-                          f"before converging to tol={self.tol}; increase max_iter", ConvergenceWarning, stacklevel=2)
+            warnings.warn(
+                f"PmSVM: {stopped} of {n_models} binary problems stopped at max_iter={self.max_iter} epochs "
+                f"before converging to tol={self.tol}; increase max_iter",
+                ConvergenceWarning,
+                stacklevel=2,
+            )
         self.classes_ = classes
         self.x_max_ = x_max
         self.coef_ = W.reshape(n_models, d, n_basis)
@@ -1192,7 +1320,7 @@ class PmSVM(ClassifierMixin, BaseEstimator):
         m, d, n_basis = self.coef_.shape
         if lut_bins is not None:  # it may have been set after fit
             # a Python int: as an int16, m * d * lut_bins below would overflow
-            lut_bins = check_scalar(lut_bins, "lut_bins", lo=2, hi=2 ** 20, integer=True)
+            lut_bins = check_scalar(lut_bins, "lut_bins", lo=2, hi=2**20, integer=True)
         cache = self.__dict__.setdefault("_cache", {})  # made by fit or load; a model assembled by hand gets one here
         if lut_bins is None or m * d * lut_bins * 8 > TABLE_MAX_BYTES:
             cache.pop("table", None)
@@ -1224,8 +1352,9 @@ class PmSVM(ClassifierMixin, BaseEstimator):
             nodes = self._node_e(lut_bins)
             e = nodes[k] + (s - k)[:, None] * (nodes[k + 1] - nodes[k])
         indices = (X.indices.astype(np.int64)[:, None] * n_basis + np.arange(n_basis)).ravel()
-        return sp.csr_matrix((e.ravel(), indices, X.indptr.astype(np.int64) * n_basis),
-                             shape=(X.shape[0], X.shape[1] * n_basis))
+        return sp.csr_matrix(
+            (e.ravel(), indices, X.indptr.astype(np.int64) * n_basis), shape=(X.shape[0], X.shape[1] * n_basis)
+        )
 
     def decision_function(self, X):
         """Decision values: (n,) for two classes (> 0 means classes_[1]), else (n, n_classes).
@@ -1271,8 +1400,10 @@ class PmSVM(ClassifierMixin, BaseEstimator):
         if self.intercept_.shape != (m,) or self.n_iter_.shape != (m,):
             raise ValueError("intercept_ and n_iter_ must have one entry per model")
         if self.x_max_.shape != (d,) or self.x_max_.dtype.kind != "f":
-            raise ValueError(f"x_max_ must be a ({d},) float array (one unit per feature), got {self.x_max_.dtype} "
-                             f"of shape {self.x_max_.shape}")
+            raise ValueError(
+                f"x_max_ must be a ({d},) float array (one unit per feature), got {self.x_max_.dtype} "
+                f"of shape {self.x_max_.shape}"
+            )
         if not (self.x_max_ > 0).all():  # NaN and infinity are refused by the base class's check
             raise ValueError(f"x_max_ must hold positive numbers (the feature units), found {self.x_max_.min()!r}")
         self.x_max_ = self.x_max_.astype(np.float64)

@@ -10,6 +10,7 @@
 
 :class:`svmcore.SVC` fits the sigmoids on 5-fold cross-validated decision values of each binary model.
 """
+
 from __future__ import annotations
 
 import math
@@ -176,8 +177,10 @@ def pairwise_coupling(R, pairs, n_classes, *, eps=None, max_iter=None, return_n_
     pairs = np.ascontiguousarray(pairs, dtype=np.int64).reshape(-1, 2)
     k = int(n_classes)
     if R.ndim != 2 or R.shape[1] != pairs.shape[0] or pairs.shape[0] != k * (k - 1) // 2 or k < 2:
-        raise ValueError(f"pairwise_coupling: R {R.shape} must have one column per pair of {k} classes "
-                         f"({k * (k - 1) // 2}); got {pairs.shape[0]} pairs")
+        raise ValueError(
+            f"pairwise_coupling: R {R.shape} must have one column per pair of {k} classes "
+            f"({k * (k - 1) // 2}); got {pairs.shape[0]} pairs"
+        )
     a, b = pairs[:, 0], pairs[:, 1]  # the compiled loop indexes with them unchecked
     if not ((0 <= a) & (a < b) & (b < k)).all() or len(np.unique(a * k + b)) != len(pairs):
         raise ValueError(f"pairwise_coupling: pairs must be every (a, b), 0 <= a < b < {k}, once each")

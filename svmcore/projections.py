@@ -25,6 +25,7 @@ per entry, during a monotone walk over at most 2m breakpoints):
 - capped simplex: x = clip(a - t, 0, hi) with t = rho <1, x> (monotone in t) unless that sum exceeds r, in
   which case the knapsack projection with <1, x> = r.
 """
+
 from __future__ import annotations
 
 import numba as nb
@@ -38,6 +39,7 @@ from ._validation import check_array, check_scalar
 # projection is sparse), so b is produced lazily from a max-heap: O(m) to build, O(log m) per entry read;
 # O(m log m) in the worst case. ``buf`` (length >= 2m) holds b in buf[:m] and the heap in buf[m:2m];
 # ``st`` = [entries of b produced, heap size].
+
 
 @nb.njit(cache=True)
 def _sift_down(h, base, n, i):
@@ -237,6 +239,7 @@ def knapsack_into(a, hi, r, rho, x, buf):
 
 
 # --- public wrappers -----------------------------------------------------------------------------------------------
+
 
 def _vector(a):
     return check_array(a, "a", ndim=1)

@@ -14,6 +14,7 @@ C-SVC). Kinds:
 
 The solver keeps the columns it has fetched in one :class:`ColumnCache`, whatever the kind.
 """
+
 from __future__ import annotations
 
 import numba as nb
@@ -208,11 +209,18 @@ class KernelQ:
         top = np.abs(self.diagonal).max(initial=0.0)
         if not top < 3e38:  # NaN too
             with np.errstate(over="ignore"):
-                check_finite_fit(self.diagonal.astype(np.float32),
-                                 what=f"the {spec.kind} kernel values on these features",
-                                 remedy="rescale the features (e.g. to [0, 1]) or lower degree / gamma / |coef0|")
-        exact = (spec.kind != "rbf" or rows is not None or sp.issparse(X) or self.dtype == np.float64
-                 or spec.gamma * self.sq.max(initial=0.0) > RBF_FLOAT32_MAX)  # a Gram holds CSR rows' products
+                check_finite_fit(
+                    self.diagonal.astype(np.float32),
+                    what=f"the {spec.kind} kernel values on these features",
+                    remedy="rescale the features (e.g. to [0, 1]) or lower degree / gamma / |coef0|",
+                )
+        exact = (
+            spec.kind != "rbf"
+            or rows is not None
+            or sp.issparse(X)
+            or self.dtype == np.float64
+            or spec.gamma * self.sq.max(initial=0.0) > RBF_FLOAT32_MAX
+        )  # a Gram holds CSR rows' products
         if rows is None:
             self.X = X.astype(np.float64, copy=False) if exact else X.astype(np.float32)
         # a float32 <a, b> errs by about eps32 |a| |b|, which moves rbf's exponent by up to 2 gamma eps32 max_i

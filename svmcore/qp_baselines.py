@@ -12,6 +12,7 @@ CVPR 2016.
 - :func:`l2_svmplus_qp`: the l2-loss SVM+ dual (22), the problem :class:`svmcore.KernelSVMPlus`
   solves by SMO.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -36,12 +37,17 @@ def _qp(P, q, G=None, h=None, A=None, b=None, solver="cvxopt", tol=1e-10):
         from cvxopt import solvers
 
         Gs = sp.coo_matrix(G)  # the constraint matrices are sparse (identity blocks)
-        args = [cvxopt.matrix(P), cvxopt.matrix(q),
-                cvxopt.spmatrix(Gs.data.tolist(), Gs.row.tolist(), Gs.col.tolist(), Gs.shape), cvxopt.matrix(h)]
+        args = [
+            cvxopt.matrix(P),
+            cvxopt.matrix(q),
+            cvxopt.spmatrix(Gs.data.tolist(), Gs.row.tolist(), Gs.col.tolist(), Gs.shape),
+            cvxopt.matrix(h),
+        ]
         if A is not None:
             args += [cvxopt.matrix(A), cvxopt.matrix(b)]
-        sol = solvers.qp(*args, options={"show_progress": False, "abstol": tol, "reltol": tol,
-                                         "feastol": tol, "maxiters": 200})
+        sol = solvers.qp(
+            *args, options={"show_progress": False, "abstol": tol, "reltol": tol, "feastol": tol, "maxiters": 200}
+        )
         if sol["status"] != "optimal":
             # cvxopt often stalls just short of very tight tolerances; accept a small relative gap
             gap = sol.get("relative gap")
@@ -62,9 +68,18 @@ def _qp(P, q, G=None, h=None, A=None, b=None, solver="cvxopt", tol=1e-10):
         lo.append(np.full(G.shape[0], -np.inf))
         hi.append(h)
         prob = osqp.OSQP()
-        prob.setup(sp.csc_matrix(np.triu(P)), q, sp.vstack(rows, format="csc"), np.concatenate(lo),
-                   np.concatenate(hi), eps_abs=tol, eps_rel=tol, max_iter=200000, polishing=True,
-                   verbose=False)
+        prob.setup(
+            sp.csc_matrix(np.triu(P)),
+            q,
+            sp.vstack(rows, format="csc"),
+            np.concatenate(lo),
+            np.concatenate(hi),
+            eps_abs=tol,
+            eps_rel=tol,
+            max_iter=200000,
+            polishing=True,
+            verbose=False,
+        )
         res = prob.solve()
         status = str(getattr(res.info, "status", ""))
         if "solved" not in status or "inaccurate" in status:
@@ -121,8 +136,13 @@ def svmplus_qp(K, K_star, y, C, gamma, solver="cvxopt", tol=1e-10):
     Returns a dict with alpha, zeta (n,), b, b_star and objective.
     """
     alpha, zeta, nu = _svmplus_alpha_u(K, K_star, y, C, gamma, True, solver, tol)
-    return {"alpha": alpha, "zeta": zeta, "b": float(nu[0]), "b_star": float(nu[1]),
-            "objective": float(svmplus_dual_objective(alpha, zeta, K, K_star, y, C, gamma))}
+    return {
+        "alpha": alpha,
+        "zeta": zeta,
+        "b": float(nu[0]),
+        "b_star": float(nu[1]),
+        "objective": float(svmplus_dual_objective(alpha, zeta, K, K_star, y, C, gamma)),
+    }
 
 
 def svmplus_biasfree_qp(K_aug, K_star_aug, y, C, gamma, solver="cvxopt", tol=1e-10):
@@ -132,8 +152,11 @@ def svmplus_biasfree_qp(K_aug, K_star_aug, y, C, gamma, solver="cvxopt", tol=1e-
     Returns a dict with alpha, zeta (n,) and objective (:func:`svmplus_dual_objective`).
     """
     alpha, zeta, _ = _svmplus_alpha_u(K_aug, K_star_aug, y, C, gamma, False, solver, tol)
-    return {"alpha": alpha, "zeta": zeta,
-            "objective": float(svmplus_dual_objective(alpha, zeta, K_aug, K_star_aug, y, C, gamma))}
+    return {
+        "alpha": alpha,
+        "zeta": zeta,
+        "objective": float(svmplus_dual_objective(alpha, zeta, K_aug, K_star_aug, y, C, gamma)),
+    }
 
 
 def l2_svmplus_qp(Q, solver="cvxopt", tol=1e-10):
@@ -159,17 +182,34 @@ class SVMPlusQP:
     f(x) = sum_i alpha_i y_i K(x_i, x) + b. Dense float64 inputs; O(n^2) memory, O(n^3) time.
     """
 
-    def __init__(self, C=1.0, gamma=1.0, kernel="rbf", kernel_gamma=1.0, kernel_star="rbf",
-                 kernel_star_gamma=1.0, solver="cvxopt", tol=1e-7):
+    def __init__(
+        self,
+        C=1.0,
+        gamma=1.0,
+        kernel="rbf",
+        kernel_gamma=1.0,
+        kernel_star="rbf",
+        kernel_star_gamma=1.0,
+        solver="cvxopt",
+        tol=1e-7,
+    ):
         self.C, self.gamma, self.solver, self.tol = C, gamma, solver, tol
         self.spec = KernelSpec(check_choice(kernel, "kernel", ("linear", "rbf")), float(kernel_gamma))
-        self.spec_star = KernelSpec(check_choice(kernel_star, "kernel_star", ("linear", "rbf")),
-                                    float(kernel_star_gamma))
+        self.spec_star = KernelSpec(
+            check_choice(kernel_star, "kernel_star", ("linear", "rbf")), float(kernel_star_gamma)
+        )
 
     def fit(self, X, X_star, y):
         y = np.asarray(y, dtype=np.float64)
-        sol = svmplus_qp(kernel_block(X, X, self.spec), kernel_block(X_star, X_star, self.spec_star), y,
-                         self.C, self.gamma, solver=self.solver, tol=self.tol)
+        sol = svmplus_qp(
+            kernel_block(X, X, self.spec),
+            kernel_block(X_star, X_star, self.spec_star),
+            y,
+            self.C,
+            self.gamma,
+            solver=self.solver,
+            tol=self.tol,
+        )
         sv = sol["alpha"] > 1e-8 * max(sol["alpha"].max(), 1e-300)
         self.support_vectors_ = X[sv]
         self.dual_coef_ = sol["alpha"][sv] * y[sv]

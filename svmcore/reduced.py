@@ -7,6 +7,7 @@ eigenvectors u_k = [p_k; t_k] of M (eigenvalues l_k) give f(x) = sum_k l_k (u_k'
 kernel expansion again: (u_k'x~)^2 = (t_k / coef0)^2 (gamma z_k'x + coef0)^2 with z_k = coef0 p_k / (gamma t_k).
 A detector trained on 10^5 windows with 10^4-10^5 support vectors is stored in d + 1 of them.
 """
+
 from __future__ import annotations
 
 import copy
@@ -46,8 +47,10 @@ def reduce_quadratic(svc, rtol=1e-12):
     check_fitted(svc, "dual_coef_")
     kernel, degree, coef0 = svc._param("kernel"), svc._param("degree"), float(svc._param("coef0"))
     if kernel != "poly" or degree != 2 or coef0 == 0.0:
-        raise ValueError(f"reduce_quadratic: needs kernel='poly', degree=2, coef0 != 0; got {kernel!r}, degree "
-                         f"{degree}, coef0 {coef0}")
+        raise ValueError(
+            f"reduce_quadratic: needs kernel='poly', degree=2, coef0 != 0; got {kernel!r}, degree "
+            f"{degree}, coef0 {coef0}"
+        )
     if svc.dual_coef_.shape[0] != 1:
         raise ValueError("reduce_quadratic: needs a two-class SVC (one decision function)")
     if svc._param("probability"):

@@ -20,6 +20,7 @@ Linear k = 1 (:func:`cs_fit`): the same block steps organised as LIBLINEAR's seq
 Crammer-Singer SVM (Keerthi et al., KDD 2008), with shrinking of examples and of classes per example, stopped on
 the same exact duality gap.
 """
+
 from __future__ import annotations
 
 import numba as nb
@@ -41,9 +42,9 @@ def _block_step(s, Ai, yi, kii, k, C, beta, a, x, buf, delta):
                 a[p] = vy - (Ai[j] - s[j] * inv)
                 p += 1
         if beta:
-            knapsack_into(a[:m - 1], C / k, C, 1.0, x[:m - 1], buf)
+            knapsack_into(a[: m - 1], C / k, C, 1.0, x[: m - 1], buf)
         else:
-            topk_simplex_into(a[:m - 1], k, C, 1.0, x[:m - 1], buf)
+            topk_simplex_into(a[: m - 1], k, C, 1.0, x[: m - 1], buf)
     else:
         # x_i = 0 does not enter W: the dual term is A[i, y_i] alone, maximal on the face <1, x> = C
         for p in range(m - 1):
@@ -406,8 +407,22 @@ def cs_fit(indptr, indices, data, sq_norms, y, A, W, C, tol, max_epochs, max_swe
     eps_shrink = 1.0
     epoch = 0
     while True:
-        primal, dual, active_size = _cs_check(indptr, indices, data, sq_norms, y, A, W, C, alpha_index,
-                                              active_size_i, y_pos, index, s_row, epoch == 0 and not np.any(W))
+        primal, dual, active_size = _cs_check(
+            indptr,
+            indices,
+            data,
+            sq_norms,
+            y,
+            A,
+            W,
+            C,
+            alpha_index,
+            active_size_i,
+            y_pos,
+            index,
+            s_row,
+            epoch == 0 and not np.any(W),
+        )
         if primal - dual <= tol * abs(primal):
             return primal, dual, epoch, True
         if epoch >= max_epochs:

@@ -15,6 +15,7 @@ The iterations run in numba over an LRU column cache (``qmatrix.ColumnCache``); 
 needs columns that are not cached, control returns to Python, which asks the Q-matrix for all of them in
 one block (BLAS) and stores them. Only the Q-matrix knows what Q is.
 """
+
 from __future__ import annotations
 
 import time
@@ -46,6 +47,7 @@ class SolverResult:
     """Solution of the dual: alpha (n,), gradient Qa + p (n,), rho (LIBSVM's offset: the decision value
     is sum_i alpha_i y_i K(x_i, x) - rho), objective 1/2 a'Qa + p'a, n_iter (working sets solved),
     n_inner (SMO pair steps), kkt_violation m(a) - M(a), cache_hit_rate (columns), seconds, converged."""
+
     alpha: np.ndarray
     gradient: np.ndarray
     rho: float
@@ -116,7 +118,7 @@ def first_order_candidates(G, alpha, y, C, active, m, M, h):
         if v < m and _in_low(alpha[t], y[t], C[t]):
             n_low = _push(low_v, low_i, n_low, h2, -v, t)
     b = np.concatenate((up_i[:n_up], low_i[:n_low]))
-    return b[:_sort_unique_into(b, b.shape[0])]  # at most 2 h/2 ids: numba's np.sort takes 3 s to compile
+    return b[: _sort_unique_into(b, b.shape[0])]  # at most 2 h/2 ids: numba's np.sort takes 3 s to compile
 
 
 @nb.njit(cache=True, nogil=True)
@@ -156,8 +158,8 @@ def _select_into(G, alpha, y, C, diag, active, i, m, M, Qi, q, fwork, iwork):
             quad = diag[i] + diag[t] - 2.0 * y[i] * y[t] * Qi[t]
             n_low = _push(low_v, low_i, n_low, h_low, (m - v) * (m - v) / (quad if quad > 0 else TAU), t)
     B[0] = i
-    B[1:1 + n_up] = up_i[:n_up]
-    B[1 + n_up:1 + n_up + n_low] = low_i[:n_low]
+    B[1 : 1 + n_up] = up_i[:n_up]
+    B[1 + n_up : 1 + n_up + n_low] = low_i[:n_low]
     return _sort_unique_into(B, 1 + n_up + n_low)  # a free variable may rank in both halves
 
 
@@ -278,8 +280,28 @@ def _shrink(G, alpha, y, C, active, n_active, m, M):
 
 
 @nb.njit(cache=True, nogil=True)  # nogil: SVC(n_jobs) solves binary problems on threads at once
-def _iterate(G, alpha, y, C, diag, active, io, fo, data, slot_of, last_used, q, tol, shrink_every, budget,
-             need, qbuf, vec, fwork, iwork):
+def _iterate(
+    G,
+    alpha,
+    y,
+    C,
+    diag,
+    active,
+    io,
+    fo,
+    data,
+    slot_of,
+    last_used,
+    q,
+    tol,
+    shrink_every,
+    budget,
+    need,
+    qbuf,
+    vec,
+    fwork,
+    iwork,
+):
     """Run up to ``budget`` working-set iterations; see the module docstring. Returns _CONVERGED (on the
     active set), _NEED_COLUMNS (need[:io[_N_NEED]] must be cached first) or _BUDGET."""
     n_active = io[_N_ACTIVE]
@@ -318,7 +340,7 @@ def _iterate(G, alpha, y, C, diag, active, io, fo, data, slot_of, last_used, q, 
             io[_N_NEED] = k
             return _NEED_COLUMNS
         io[_HITS] += qb
-        QBB = qbuf[:qb * qb].reshape((qb, qb))
+        QBB = qbuf[: qb * qb].reshape((qb, qb))
         aB, old, GB, dB, yB, CB = vec[0, :qb], vec[1, :qb], vec[2, :qb], vec[3, :qb], vec[4, :qb], vec[5, :qb]
         for a in range(qb):
             row = data[slot_of[B[a]]]
@@ -385,7 +407,7 @@ def _gradient(Q, p, alpha, rows_of, cache=None, chunk=256):
         _add_cached(G, rows_of, cache.data, slots[hit], alpha[nz[hit]])
         nz = nz[~hit]
     for s in range(0, len(nz), chunk):
-        idx = nz[s:s + chunk]
+        idx = nz[s : s + chunk]
         _add_rows(G, rows_of, np.ascontiguousarray(Q.rows(idx, rows_of)), alpha[idx])
     return G[rows_of]
 
@@ -464,8 +486,32 @@ def _unshrink(G, alpha, p, active, io, data, slot_of, owner, last_used, full, in
 
 
 @nb.njit(cache=True, nogil=True)
-def _drive(G, alpha, y, C, p, diag, active, io, fo, data, slot_of, owner, last_used, full, in_memory, q, tol,
-           shrink_every, max_iter, pair_step_cap, report, serve_unshrink, need, work):
+def _drive(
+    G,
+    alpha,
+    y,
+    C,
+    p,
+    diag,
+    active,
+    io,
+    fo,
+    data,
+    slot_of,
+    owner,
+    last_used,
+    full,
+    in_memory,
+    q,
+    tol,
+    shrink_every,
+    max_iter,
+    pair_step_cap,
+    report,
+    serve_unshrink,
+    need,
+    work,
+):
     """The solver's outer loop (see :func:`solve`): _iterate in chunks of _CHUNK iterations, the stopping rules
     (``max_iter`` < 0: none, then the pair-step cap) and unshrinking, until it needs the caller. Returns
     _CONVERGED (on all variables), _STOPPED, _NEED_COLUMNS (need[:io[_N_NEED]] must be cached; never for an
@@ -477,8 +523,9 @@ def _drive(G, alpha, y, C, p, diag, active, io, fo, data, slot_of, owner, last_u
         left = _CHUNK if max_iter < 0 else min(_CHUNK, max_iter - io[_N_ITER])
         if left <= 0 or (max_iter < 0 and io[_N_INNER] >= pair_step_cap):
             return _STOPPED
-        status = _iterate(G, alpha, y, C, diag, active, io, fo, data, slot_of, last_used, q, tol, shrink_every,
-                          left, need, *work)
+        status = _iterate(
+            G, alpha, y, C, diag, active, io, fo, data, slot_of, last_used, q, tol, shrink_every, left, need, *work
+        )
         if status == _NEED_COLUMNS:
             if not in_memory:
                 return status
@@ -493,8 +540,9 @@ def _drive(G, alpha, y, C, p, diag, active, io, fo, data, slot_of, owner, last_u
         elif status == _CONVERGED:
             if io[_N_ACTIVE] == n:
                 return status
-            if not (serve_unshrink and _unshrink(G, alpha, p, active, io, data, slot_of, owner, last_used, full,
-                                                 in_memory)):
+            if not (
+                serve_unshrink and _unshrink(G, alpha, p, active, io, data, slot_of, owner, last_used, full, in_memory)
+            ):
                 return _NEED_GRADIENT
         elif report:
             return status
@@ -536,8 +584,32 @@ def solve_in_memory(Qmem, p, y, C, alpha, diag, tol, working_set_size, shrinking
     owner = np.full(n, -1, dtype=np.int64)
     last_used = np.zeros(n, dtype=np.int64)
     full = np.zeros(n, dtype=np.bool_)
-    status = _drive(G, alpha, y, C, p, diag, active, io, fo, Qmem, slot_of, owner, last_used, full, True, q, tol,
-                    shrink_every, max_iter, cap, False, True, need, work)
+    status = _drive(
+        G,
+        alpha,
+        y,
+        C,
+        p,
+        diag,
+        active,
+        io,
+        fo,
+        Qmem,
+        slot_of,
+        owner,
+        last_used,
+        full,
+        True,
+        q,
+        tol,
+        shrink_every,
+        max_iter,
+        cap,
+        False,
+        True,
+        need,
+        work,
+    )
     converged = status == _CONVERGED
     violation = fo[0]
     if not converged:
@@ -548,8 +620,9 @@ def solve_in_memory(Qmem, p, y, C, alpha, diag, tol, working_set_size, shrinking
     return G, converged, max(violation, 0.0), io[_N_ITER], io[_N_INNER], io[_HITS], io[_MISSES]
 
 
-def solve_whole(Qmem, p, y, C, alpha0, diag, *, tol=1e-3, working_set_size=None, shrinking=True, max_iter=None,
-                start=None) -> SolverResult:
+def solve_whole(
+    Qmem, p, y, C, alpha0, diag, *, tol=1e-3, working_set_size=None, shrinking=True, max_iter=None, start=None
+) -> SolverResult:
     """:func:`solve` on Q given whole, in one compiled call (:func:`solve_in_memory`): Qmem (n, n) float32 or float64
     array, Q's columns as its rows (Q symmetric); diag (n,) float64, Q_ii as the Q-matrix gives them (for kernels,
     from the rows' norms); p, y, C, alpha0 and the settings as :func:`solve`, checked by the caller (feasible
@@ -558,25 +631,62 @@ def solve_whole(Qmem, p, y, C, alpha0, diag, *, tol=1e-3, working_set_size=None,
     start = time.perf_counter() if start is None else start
     alpha = np.array(alpha0, dtype=np.float64)
     G, converged, violation, n_iter, n_inner, hits, misses = solve_in_memory(
-        Qmem, p, y, C, alpha, diag, tol, 64 if working_set_size is None else int(working_set_size), bool(shrinking),
-        -1 if max_iter is None else int(max_iter))
+        Qmem,
+        p,
+        y,
+        C,
+        alpha,
+        diag,
+        tol,
+        64 if working_set_size is None else int(working_set_size),
+        bool(shrinking),
+        -1 if max_iter is None else int(max_iter),
+    )
     if not converged:
         warn_not_converged(max_iter, n_inner, violation, tol)
-    return SolverResult(alpha, G, float(compute_rho(G, alpha, y, C)), 0.5 * float(alpha @ (G + p)), int(n_iter),
-                        int(n_inner), float(violation), hits / max(hits + misses, 1), time.perf_counter() - start,
-                        bool(converged))
+    return SolverResult(
+        alpha,
+        G,
+        float(compute_rho(G, alpha, y, C)),
+        0.5 * float(alpha @ (G + p)),
+        int(n_iter),
+        int(n_inner),
+        float(violation),
+        hits / max(hits + misses, 1),
+        time.perf_counter() - start,
+        bool(converged),
+    )
 
 
 def warn_not_converged(max_iter, n_inner, violation, tol, stacklevel=3):
     """The ConvergenceWarning of a solve stopped by ``max_iter`` (None: by the pair-step cap after n_inner steps)."""
-    where = (f"at max_iter={max_iter}" if max_iter is not None else
-             f"after {int(n_inner)} SMO steps (the cap without max_iter, max(10^7, 100 n) as LIBSVM's)")
-    warnings.warn(f"solver stopped {where} with KKT violation {violation:.3g} > tol={tol}; scaling the "
-                  "features may help", ConvergenceWarning, stacklevel=stacklevel)
+    where = (
+        f"at max_iter={max_iter}"
+        if max_iter is not None
+        else f"after {int(n_inner)} SMO steps (the cap without max_iter, max(10^7, 100 n) as LIBSVM's)"
+    )
+    warnings.warn(
+        f"solver stopped {where} with KKT violation {violation:.3g} > tol={tol}; scaling the features may help",
+        ConvergenceWarning,
+        stacklevel=stacklevel,
+    )
 
 
-def solve(Q, p, y, C, alpha0, *, tol=1e-3, working_set_size=None, cache_size=200.0, shrinking=True,
-          max_iter=None, callback=None, verbose=False) -> SolverResult:
+def solve(
+    Q,
+    p,
+    y,
+    C,
+    alpha0,
+    *,
+    tol=1e-3,
+    working_set_size=None,
+    cache_size=200.0,
+    shrinking=True,
+    max_iter=None,
+    callback=None,
+    verbose=False,
+) -> SolverResult:
     """Minimise 1/2 a'Qa + p'a subject to y'a = y'alpha0 and 0 <= a <= C by working-set decomposition.
 
     Q: a Q-matrix (``qmatrix.KernelQ`` or ``qmatrix.PrecomputedQ``) with n variables; p, y, C, alpha0:
@@ -602,8 +712,9 @@ def solve(Q, p, y, C, alpha0, *, tol=1e-3, working_set_size=None, cache_size=200
     if q < 2:
         raise ValueError(f"working_set_size must be >= 2 (and n >= 2), got {working_set_size} with n={n}")
     start = time.perf_counter()
-    if Q.dtype == np.float32 and not float32_columns_suffice(C.max(), np.abs(Q.diagonal).max(), tol,
-                                                             getattr(Q, "column_rel_error", None)):
+    if Q.dtype == np.float32 and not float32_columns_suffice(
+        C.max(), np.abs(Q.diagonal).max(), tol, getattr(Q, "column_rel_error", None)
+    ):
         Q = Q.float64()
     diag = np.ascontiguousarray(Q.diagonal, dtype=np.float64)
     need, active, io, fo, shrink_every, work = _loop_state(n, q, bool(shrinking))
@@ -615,48 +726,90 @@ def solve(Q, p, y, C, alpha0, *, tol=1e-3, working_set_size=None, cache_size=200
         # those of the column-by-column solve (to the rounding of dense products: in_memory_pays)
         block = np.ascontiguousarray(Q.rows(all_idx, all_idx))
         if not (callback is not None or verbose):
-            return solve_whole(block, p, y, C, alpha, diag, tol=tol, working_set_size=q, shrinking=shrinking,
-                               max_iter=max_iter, start=start)
+            return solve_whole(
+                block,
+                p,
+                y,
+                C,
+                alpha,
+                diag,
+                tol=tol,
+                working_set_size=q,
+                shrinking=shrinking,
+                max_iter=max_iter,
+                start=start,
+            )
         cache = ColumnCache.in_memory_cache(block)  # the same iterates, with the reports
     else:
         cache = ColumnCache(n, cache_size, 2 * len(need), Q.dtype)  # room for a request beside the working set
     G = _gradient(Q, p, alpha, all_idx) if alpha.any() else p.copy()  # (C-SVC starts from 0)
     report = callback is not None or bool(verbose)
     while True:
-        status = _drive(G, alpha, y, C, p, diag, active, io, fo, cache.data, cache.slot_of, cache.owner,
-                        cache.last_used, cache.full, cache.in_memory, q, tol, shrink_every,
-                        -1 if max_iter is None else max_iter, pair_step_cap, report, not verbose, need, work)
+        status = _drive(
+            G,
+            alpha,
+            y,
+            C,
+            p,
+            diag,
+            active,
+            io,
+            fo,
+            cache.data,
+            cache.slot_of,
+            cache.owner,
+            cache.last_used,
+            cache.full,
+            cache.in_memory,
+            q,
+            tol,
+            shrink_every,
+            -1 if max_iter is None else max_iter,
+            pair_step_cap,
+            report,
+            not verbose,
+            need,
+            work,
+        )
         if status == _NEED_COLUMNS:
-            idx = need[:io[_N_NEED]].copy()
-            act = active[:io[_N_ACTIVE]].copy()  # Q.rows may keep it
+            idx = need[: io[_N_NEED]].copy()
+            act = active[: io[_N_ACTIVE]].copy()  # Q.rows may keep it
             cache.insert(idx, Q.rows(idx, act), act, io[_CLOCK])
         elif status == _NEED_GRADIENT:
             # converged on the active set: reconstruct the shrunk gradients (computing the columns not cached) and
             # check everyone
-            inactive = np.setdiff1d(all_idx, active[:io[_N_ACTIVE]], assume_unique=True)
+            inactive = np.setdiff1d(all_idx, active[: io[_N_ACTIVE]], assume_unique=True)
             G[inactive] = _gradient(Q, p, alpha, inactive, cache)
             active[:] = all_idx
             io[_N_ACTIVE] = n
             cache.drop_partial()
             Q.reset()
             if verbose:
-                print(f"[smo] iteration {io[_N_ITER]}: converged on the active set ({len(inactive)} of {n} "
-                      "variables shrunk); reconstructing their gradients")
+                print(
+                    f"[smo] iteration {io[_N_ITER]}: converged on the active set ({len(inactive)} of {n} "
+                    "variables shrunk); reconstructing their gradients"
+                )
         elif status == _BUDGET:
-            info = {"n_iter": int(io[_N_ITER]), "kkt_violation": float(fo[0]), "n_active": int(io[_N_ACTIVE]),
-                    "seconds": time.perf_counter() - start}
+            info = {
+                "n_iter": int(io[_N_ITER]),
+                "kkt_violation": float(fo[0]),
+                "n_active": int(io[_N_ACTIVE]),
+                "seconds": time.perf_counter() - start,
+            }
             if callback is not None:
                 callback(info)
             if verbose:
                 hits = io[_HITS]
-                print(f"[smo] iteration {info['n_iter']}: violation {info['kkt_violation']:.4g}, objective "
-                      f"{0.5 * float(alpha @ (G + p)):.8g}, active {info['n_active']}, "
-                      f"cache hit rate {hits / max(hits + cache.misses + io[_MISSES], 1):.3f}")
+                print(
+                    f"[smo] iteration {info['n_iter']}: violation {info['kkt_violation']:.4g}, objective "
+                    f"{0.5 * float(alpha @ (G + p)):.8g}, active {info['n_active']}, "
+                    f"cache hit rate {hits / max(hits + cache.misses + io[_MISSES], 1):.3f}"
+                )
         else:
             break
     converged = status == _CONVERGED
     if not converged and io[_N_ACTIVE] < n:
-        inactive = np.setdiff1d(all_idx, active[:io[_N_ACTIVE]], assume_unique=True)
+        inactive = np.setdiff1d(all_idx, active[: io[_N_ACTIVE]], assume_unique=True)
         G[inactive] = _gradient(Q, p, alpha, inactive, cache)
     violation = fo[0]
     if not converged:
@@ -667,10 +820,21 @@ def solve(Q, p, y, C, alpha0, *, tol=1e-3, working_set_size=None, cache_size=200
     hit_rate = io[_HITS] / max(io[_HITS] + cache.misses + io[_MISSES], 1)
     seconds = time.perf_counter() - start
     if verbose:
-        print(f"[smo] done: {io[_N_ITER]} iterations ({io[_N_INNER]} pair steps), violation {violation:.3g}, "
-              f"objective {objective:.10g}, cache hit rate {hit_rate:.3f}, {seconds:.2f} s")
+        print(
+            f"[smo] done: {io[_N_ITER]} iterations ({io[_N_INNER]} pair steps), violation {violation:.3g}, "
+            f"objective {objective:.10g}, cache hit rate {hit_rate:.3f}, {seconds:.2f} s"
+        )
     if callback is not None:
-        callback({"n_iter": int(io[_N_ITER]), "kkt_violation": float(violation), "n_active": n,
-                  "seconds": seconds})
-    return SolverResult(alpha, G, float(compute_rho(G, alpha, y, C)), objective, int(io[_N_ITER]),
-                        int(io[_N_INNER]), float(max(violation, 0.0)), float(hit_rate), seconds, converged)
+        callback({"n_iter": int(io[_N_ITER]), "kkt_violation": float(violation), "n_active": n, "seconds": seconds})
+    return SolverResult(
+        alpha,
+        G,
+        float(compute_rho(G, alpha, y, C)),
+        objective,
+        int(io[_N_ITER]),
+        int(io[_N_INNER]),
+        float(max(violation, 0.0)),
+        float(hit_rate),
+        seconds,
+        converged,
+    )

@@ -3,6 +3,7 @@
 Both only build a Q-matrix and call :func:`svmcore.smo.solve`; everything else is input checking and
 the decision function f(x) = sum_i dual_coef_i K(sv_i, x) + intercept_.
 """
+
 from __future__ import annotations
 
 import functools
@@ -15,13 +16,40 @@ import scipy.sparse as sp
 
 from . import persistence
 from ._parallel import blas_single_thread, check_threads, thread_map
-from ._validation import (NotFittedError, check_array, check_choice, check_class_weight, check_finite_fit, check_fitted,
-                          check_labels, check_n_features, check_precomputed_kernel, check_random_state,
-                          check_sample_weight, check_scalar, make_rng, row_weights)
+from ._validation import (
+    NotFittedError,
+    check_array,
+    check_choice,
+    check_class_weight,
+    check_finite_fit,
+    check_fitted,
+    check_labels,
+    check_n_features,
+    check_precomputed_kernel,
+    check_random_state,
+    check_sample_weight,
+    check_scalar,
+    make_rng,
+    row_weights,
+)
 from .base import BaseEstimator, ClassifierMixin
-from .kernels import (CentredGram, Gram, KernelSpec, block_rows, centres, check_fitted_gamma, check_gamma,
-                      cut_block, densify_if_cheaper, gram_shifts, kernel_decision, kernel_diagonal, resolve_kernel,
-                      row_norms_sq, surely_sparse)
+from .kernels import (
+    CentredGram,
+    Gram,
+    KernelSpec,
+    block_rows,
+    centres,
+    check_fitted_gamma,
+    check_gamma,
+    cut_block,
+    densify_if_cheaper,
+    gram_shifts,
+    kernel_decision,
+    kernel_diagonal,
+    resolve_kernel,
+    row_norms_sq,
+    surely_sparse,
+)
 from .multiclass import ovo_pairs, ovo_votes
 from .probability import MIN_PROB, _fit_sigmoid, fit_sigmoid, pairwise_coupling, sigmoid_predict
 from .qmatrix import EPS32, IN_MEMORY_ROWS, KernelQ, PrecomputedQ, cache_holds, float32_columns_suffice
@@ -59,8 +87,9 @@ def _solve_cut(Q, train, y, C, diag, tol, working_set_size, shrinking, max_iter)
     converged, KKT violation, pair steps (:func:`svmcore.smo.solve_in_memory`; y, C, diag are the cut's)."""
     m = train.shape[0]
     alpha = np.zeros(m)
-    G, converged, violation, _, n_inner, _, _ = solve_in_memory(cut_block(Q, train, train), np.full(m, -1.0), y, C,
-                                                                alpha, diag, tol, working_set_size, shrinking, max_iter)
+    G, converged, violation, _, n_inner, _, _ = solve_in_memory(
+        cut_block(Q, train, train), np.full(m, -1.0), y, C, alpha, diag, tol, working_set_size, shrinking, max_iter
+    )
     return alpha, G, converged, violation, n_inner
 
 
@@ -77,9 +106,39 @@ def _signed_cut(K, r, cols, y):
 
 
 @nb.njit(cache=True, nogil=True)
-def _solve_pairs(K32, K64, column_of, diag, starts, rows, ys, C, wide, perm_starts, perms, n_folds, held32, held64,
-                 tol, working_set_size, shrinking, max_iter, centred, dot, sq, indptr, indices, data, d, margin, small,
-                 alpha, G, counts, values):
+def _solve_pairs(
+    K32,
+    K64,
+    column_of,
+    diag,
+    starts,
+    rows,
+    ys,
+    C,
+    wide,
+    perm_starts,
+    perms,
+    n_folds,
+    held32,
+    held64,
+    tol,
+    working_set_size,
+    shrinking,
+    max_iter,
+    centred,
+    dot,
+    sq,
+    indptr,
+    indices,
+    data,
+    d,
+    margin,
+    small,
+    alpha,
+    G,
+    counts,
+    values,
+):
     """The pairs of classes of a fit in one compiled call, each as :meth:`SVC._fit_binary` solves it from its
     :class:`_PairBlock` (the same Q, solver and settings) and, with ``n_folds`` > 0, as
     :meth:`SVC._cross_val_decision` and :func:`svmcore.probability.fit_sigmoid` give its sigmoid: pair m on
@@ -98,8 +157,9 @@ def _solve_pairs(K32, K64, column_of, diag, starts, rows, ys, C, wide, perm_star
         s, e = starts[m], starts[m + 1]
         r, y, c = rows[s:e], ys[s:e], C[s:e]
         dg = diag[r]
-        if e - s > (held64 if wide[m] else held32) or (centred and gram_shifts(dot, sq, indptr, indices, data, d, r,
-                                                                            margin, small)):
+        if e - s > (held64 if wide[m] else held32) or (
+            centred and gram_shifts(dot, sq, indptr, indices, data, d, r, margin, small)
+        ):
             continue
         cols = column_of[r]
         Q32 = _signed_cut(K32, r, cols, y)
@@ -109,29 +169,91 @@ def _solve_pairs(K32, K64, column_of, diag, starts, rows, ys, C, wide, perm_star
             f = np.zeros(kept.shape[0])
             folds = np.zeros((4, n_folds), dtype=np.int64)
             left, unconverged = _fold_decisions(
-                Q32, Q64, cut_block(K64, r, cols), dg, y, c, kept, perms[perm_starts[m]:perm_starts[m + 1]],
-                n_folds, EPS32, tol, working_set_size, shrinking, max_iter, centred, dot, sq, indptr, indices, data, d,
-                r, margin, small, f, folds, np.zeros((2, n_folds)), np.zeros((n_folds, kept.shape[0])))
+                Q32,
+                Q64,
+                cut_block(K64, r, cols),
+                dg,
+                y,
+                c,
+                kept,
+                perms[perm_starts[m] : perm_starts[m + 1]],
+                n_folds,
+                EPS32,
+                tol,
+                working_set_size,
+                shrinking,
+                max_iter,
+                centred,
+                dot,
+                sq,
+                indptr,
+                indices,
+                data,
+                d,
+                r,
+                margin,
+                small,
+                f,
+                folds,
+                np.zeros((2, n_folds)),
+                np.zeros((n_folds, kept.shape[0])),
+            )
             if left > 0 or unconverged > 0 or not np.all(np.isfinite(f)):
                 continue
             values[m, 2], values[m, 3] = _fit_sigmoid(f, y[kept] > 0, 100, 1e-10, 1e-12, 1e-5)  # fit_sigmoid's
         a = np.zeros(e - s)
         if wide[m]:
             g, conv, viol, n_iter, n_inner, hits, misses = solve_in_memory(
-                Q64, np.full(e - s, -1.0), y, c, a, dg, tol, working_set_size, shrinking, max_iter)
+                Q64, np.full(e - s, -1.0), y, c, a, dg, tol, working_set_size, shrinking, max_iter
+            )
         else:
             g, conv, viol, n_iter, n_inner, hits, misses = solve_in_memory(
-                Q32, np.full(e - s, -1.0), y, c, a, dg, tol, working_set_size, shrinking, max_iter)
+                Q32, np.full(e - s, -1.0), y, c, a, dg, tol, working_set_size, shrinking, max_iter
+            )
         alpha[s:e] = a
         G[s:e] = g
-        counts[m, 0], counts[m, 1], counts[m, 2], counts[m, 3], counts[m, 4], counts[m, 5] = (1, conv, n_iter, n_inner,
-                                                                                            hits, misses)
+        counts[m, 0], counts[m, 1], counts[m, 2], counts[m, 3], counts[m, 4], counts[m, 5] = (
+            1,
+            conv,
+            n_iter,
+            n_inner,
+            hits,
+            misses,
+        )
         values[m, 0], values[m, 1] = viol, compute_rho(g, a, y, c) + 0.0  # + KernelQ.rho_shift: 0 on a Gram
 
 
 @nb.njit(cache=True, nogil=True)
-def _fold_decisions(Q32, Q64, K, diag, ys, C, kept, perm, n_folds, eps, tol, working_set_size, shrinking, max_iter,
-                    centred, dot, sq, indptr, indices, data, d, rows, margin, small, f, folds, fold_values, fold_alpha):
+def _fold_decisions(
+    Q32,
+    Q64,
+    K,
+    diag,
+    ys,
+    C,
+    kept,
+    perm,
+    n_folds,
+    eps,
+    tol,
+    working_set_size,
+    shrinking,
+    max_iter,
+    centred,
+    dot,
+    sq,
+    indptr,
+    indices,
+    data,
+    d,
+    rows,
+    margin,
+    small,
+    f,
+    folds,
+    fold_values,
+    fold_alpha,
+):
     """:meth:`SVC._cross_val_decision` on a pair's block (:class:`_PairBlock`: Q32, Q64, K, diag; ys, C over the
     pair's rows; ``kept`` the positions of positive weight, ``perm`` a permutation of range(len(kept))), in one
     compiled call: each fold's problem is the cut of the block on its training rows, solved in memory, and its
@@ -166,11 +288,13 @@ def _fold_decisions(Q32, Q64, K, diag, ys, C, kept, perm, n_folds, eps, tol, wor
             continue
         y, c, dg = ys[tr], C[tr], diag[tr]
         if c.max() * np.abs(dg).max() * eps < tol:  # float32_columns_suffice
-            alpha, G, converged, violation, n_inner = _solve_cut(Q32, tr, y, c, dg, tol, working_set_size, shrinking,
-                                                                 max_iter)
+            alpha, G, converged, violation, n_inner = _solve_cut(
+                Q32, tr, y, c, dg, tol, working_set_size, shrinking, max_iter
+            )
         else:
-            alpha, G, converged, violation, n_inner = _solve_cut(Q64, tr, y, c, dg, tol, working_set_size, shrinking,
-                                                                 max_iter)
+            alpha, G, converged, violation, n_inner = _solve_cut(
+                Q64, tr, y, c, dg, tol, working_set_size, shrinking, max_iter
+            )
         folds[1, i], folds[2, i], folds[3, i], fold_values[0, i] = 1, converged, n_inner, violation
         unconverged += not converged
         rho = compute_rho(G, alpha, y, c) + 0.0  # + KernelQ.rho_shift: 0 for rows cut from a Gram
@@ -226,10 +350,12 @@ class _KernelSVM(BaseEstimator):
     def _solver_settings(self):
         """tol, cache_size, working_set_size and max_iter for :func:`svmcore.smo.solve`: checked, plain numbers."""
         q, max_iter = self.working_set_size, self.max_iter
-        return {"tol": check_scalar(self.tol, "tol", lo=0, lo_open=True),
-                "cache_size": check_scalar(self.cache_size, "cache_size", lo=0, lo_open=True),
-                "working_set_size": None if q is None else check_scalar(q, "working_set_size", lo=2, integer=True),
-                "max_iter": None if max_iter is None else check_scalar(max_iter, "max_iter", lo=1, integer=True)}
+        return {
+            "tol": check_scalar(self.tol, "tol", lo=0, lo_open=True),
+            "cache_size": check_scalar(self.cache_size, "cache_size", lo=0, lo_open=True),
+            "working_set_size": None if q is None else check_scalar(q, "working_set_size", lo=2, integer=True),
+            "max_iter": None if max_iter is None else check_scalar(max_iter, "max_iter", lo=1, integer=True),
+        }
 
     @property
     def _sparse_input(self):
@@ -254,8 +380,17 @@ class _KernelSVM(BaseEstimator):
 
     def _run(self, Q, p, y, C, alpha0, settings=None):
         """smo.solve with the estimator's settings (``settings``: :meth:`_solver_settings`, checked once a fit)."""
-        return solve(Q, p, y, C, alpha0, **(settings or self._solver_settings()), shrinking=bool(self.shrinking),
-                     callback=self.callback, verbose=self.verbose)
+        return solve(
+            Q,
+            p,
+            y,
+            C,
+            alpha0,
+            **(settings or self._solver_settings()),
+            shrinking=bool(self.shrinking),
+            callback=self.callback,
+            verbose=self.verbose,
+        )
 
     def _fit_binary(self, X, spec, rows, ys, C, gram=None, block=None, settings=None):
         """Solve the C-SVC dual on the training rows ``rows`` (sorted int indices into X) with labels ys (+-1)
@@ -263,17 +398,26 @@ class _KernelSVM(BaseEstimator):
         ``block``: the rows' :class:`_PairBlock`, or None; ``settings``: :meth:`_solver_settings`, or None."""
         settings = settings or self._solver_settings()
         if block is not None:  # solve_whole, as solve runs a small Q computed whole, without its set-up
-            res = solve_whole(block.Q64 if block.wide else block.Q32, -np.ones(len(rows)), ys, C,
-                              np.zeros(len(rows)), block.Q.diagonal, tol=settings["tol"],
-                              working_set_size=settings["working_set_size"], max_iter=settings["max_iter"],
-                              shrinking=bool(self.shrinking))
+            res = solve_whole(
+                block.Q64 if block.wide else block.Q32,
+                -np.ones(len(rows)),
+                ys,
+                C,
+                np.zeros(len(rows)),
+                block.Q.diagonal,
+                tol=settings["tol"],
+                working_set_size=settings["working_set_size"],
+                max_iter=settings["max_iter"],
+                shrinking=bool(self.shrinking),
+            )
             res.rho += block.Q.rho_shift(res.alpha)
             return res
         if _uses_gram(gram, spec, rows):
             Q = KernelQ(gram, spec, ys, rows=rows)
         elif sp.issparse(X) and len(rows) <= _CENTRED_ROWS:  # the numbers of KernelQ(X[rows]), without scipy
-            Q = KernelQ(CentredGram(X, rows, rows if centres(spec, True) else rows[:0]), spec, ys,
-                        rows=np.arange(len(rows)))
+            Q = KernelQ(
+                CentredGram(X, rows, rows if centres(spec, True) else rows[:0]), spec, ys, rows=np.arange(len(rows))
+            )
         elif len(rows) == X.shape[0]:  # sorted and complete: all of X, no copy
             Q = self._make_q(X, spec, ys)
         else:
@@ -287,12 +431,18 @@ class _KernelSVM(BaseEstimator):
         is solved through KernelQ and solve: no Gram, rows that shift, more than _BLOCK_PAIR_ROWS, a cache that
         cannot hold all columns (solve's cache would evict some, and iterate otherwise), or a callback or verbose
         (their reports come from solve's loop)."""
-        if (gram is None or self.callback is not None or self.verbose or len(rows) > _BLOCK_PAIR_ROWS
-                or not _uses_gram(gram, spec, rows)):
+        if (
+            gram is None
+            or self.callback is not None
+            or self.verbose
+            or len(rows) > _BLOCK_PAIR_ROWS
+            or not _uses_gram(gram, spec, rows)
+        ):
             return None
         block = _PairBlock(gram, spec, rows, ys, C, settings["tol"], self.probability)
-        return block if cache_holds(len(rows), settings["cache_size"], np.float64 if block.wide else np.float32) \
-            else None
+        return (
+            block if cache_holds(len(rows), settings["cache_size"], np.float64 if block.wide else np.float32) else None
+        )
 
     def _solve_on_gram(self, problems, spec, gram, settings, n_folds=5):
         """Solve in one compiled call (:func:`_solve_pairs`) the pairs of ``problems`` that :meth:`_pair_block` would
@@ -333,11 +483,36 @@ class _KernelSVM(BaseEstimator):
         alpha, G = np.empty(len(rows)), np.empty(len(rows))
         counts, values = np.zeros((len(problems), 6), dtype=np.int64), np.zeros((len(problems), 4))
         q, max_iter = settings["working_set_size"], settings["max_iter"]
-        _solve_pairs(K32, K64, column_of, diag, starts, rows, ys, C, wide, perm_starts, perms, n_folds,
-                     _most_held(cache_mb, np.float32), _most_held(cache_mb, np.float64), tol,
-                     64 if q is None else int(q), bool(self.shrinking), -1 if max_iter is None else int(max_iter),
-                     centres(spec, True) and gram.sparse, gram.dot, gram.sq, *gram.csr_arrays(), Gram.MARGIN,
-                     Gram.SMALL, alpha, G, counts, values)
+        _solve_pairs(
+            K32,
+            K64,
+            column_of,
+            diag,
+            starts,
+            rows,
+            ys,
+            C,
+            wide,
+            perm_starts,
+            perms,
+            n_folds,
+            _most_held(cache_mb, np.float32),
+            _most_held(cache_mb, np.float64),
+            tol,
+            64 if q is None else int(q),
+            bool(self.shrinking),
+            -1 if max_iter is None else int(max_iter),
+            centres(spec, True) and gram.sparse,
+            gram.dot,
+            gram.sq,
+            *gram.csr_arrays(),
+            Gram.MARGIN,
+            Gram.SMALL,
+            alpha,
+            G,
+            counts,
+            values,
+        )
         done = np.flatnonzero(counts[:, 0])
         seconds = (time.perf_counter() - start) / max(len(done), 1)
         out = {}
@@ -347,9 +522,21 @@ class _KernelSVM(BaseEstimator):
             _, converged, n_iter, n_inner, hits, misses = (int(v) for v in counts[m])
             if not converged:
                 warn_not_converged(max_iter, n_inner, values[m, 0], tol, stacklevel=4)
-            out[m] = (SolverResult(a, g, float(values[m, 1]), 0.5 * float(a @ (g - 1.0)), n_iter, n_inner,
-                                   float(values[m, 0]), hits / max(hits + misses, 1), seconds, bool(converged)),
-                      (float(values[m, 2]), float(values[m, 3])) if self.probability else None)
+            out[m] = (
+                SolverResult(
+                    a,
+                    g,
+                    float(values[m, 1]),
+                    0.5 * float(a @ (g - 1.0)),
+                    n_iter,
+                    n_inner,
+                    float(values[m, 0]),
+                    hits / max(hits + misses, 1),
+                    seconds,
+                    bool(converged),
+                ),
+                (float(values[m, 2]), float(values[m, 3])) if self.probability else None,
+            )
         return out
 
     @staticmethod
@@ -362,13 +549,24 @@ class _KernelSVM(BaseEstimator):
             return X[np.ix_(rows, train[sv])] @ coef[sv] + intercept
         if _uses_gram(gram, spec, train[sv]):  # what kernel_decision computes where it does not centre, in its blocks
             step = block_rows(sv.sum())
-            return np.concatenate([gram.kernel(rows[s:s + step], train[sv], spec) @ coef[sv, None]
-                                   for s in range(0, len(rows), step)])[:, 0] + intercept
+            return (
+                np.concatenate(
+                    [
+                        gram.kernel(rows[s : s + step], train[sv], spec) @ coef[sv, None]
+                        for s in range(0, len(rows), step)
+                    ]
+                )[:, 0]
+                + intercept
+            )
         # centred as decision_function: uncentred, pendigits 3 vs 9 + 1e7 cross-validated into sigmoids of slope
         # -2.3 (rbf) / -1.7 (linear) instead of -4.5 / -3.6, probabilities 0.22 / 0.24 off
         support = train[sv]
-        if (sp.issparse(X) and len(rows) <= _CENTRED_ROWS and len(support) <= _CENTRED_ROWS
-                and surely_sparse(len(support), X.shape[1], int((X.indptr[support + 1] - X.indptr[support]).sum()))):
+        if (
+            sp.issparse(X)
+            and len(rows) <= _CENTRED_ROWS
+            and len(support) <= _CENTRED_ROWS
+            and surely_sparse(len(support), X.shape[1], int((X.indptr[support + 1] - X.indptr[support]).sum()))
+        ):
             # kernel_decision's numbers (it keeps these support vectors sparse), without scipy's cuts and shifts
             local = CentredGram(X, np.concatenate([rows, support]), support if centres(spec, True) else rows[:0])
             at = len(rows) + np.arange(len(support))
@@ -381,8 +579,12 @@ class _KernelSVM(BaseEstimator):
         """Keep the rows with a nonzero coefficient in any of the binary models: coef (n_models, n),
         intercept (n_models,), results: one solver result per model. ValueError, before anything is stored, if
         the solution is not finite (kernel values that overflow, e.g. a high-degree poly on large features)."""
-        check_finite_fit(coef, intercept, what=f"the {spec.kind} kernel values on these features",
-                         remedy="rescale the features (e.g. to [0, 1]) or lower degree / gamma / |coef0|")
+        check_finite_fit(
+            coef,
+            intercept,
+            what=f"the {spec.kind} kernel values on these features",
+            remedy="rescale the features (e.g. to [0, 1]) or lower degree / gamma / |coef0|",
+        )
         support = np.flatnonzero(np.any(coef != 0, axis=0))
         self.support_ = support.astype(np.int64)
         # the rows as the solver saw them: CSR where fit kept X sparse (densify_if_cheaper), as scikit-learn's SVC
@@ -436,8 +638,10 @@ class _KernelSVM(BaseEstimator):
         out = kernel_decision(X, self.support_vectors_, coef, spec, self._coef_sum_zero)
         if np.isnan(out).any():  # X and the model are finite: kernel values overflowed (inf - inf); predict would
             # read NaN as "not > 0", a silent class
-            raise ValueError(f"X: the {spec.kind} kernel values on these features overflow (NaN decision values); "
-                             "scale X as the training data were")
+            raise ValueError(
+                f"X: the {spec.kind} kernel values on these features overflow (NaN decision values); "
+                "scale X as the training data were"
+            )
         return out + self.intercept_
 
     def decision_function(self, X):
@@ -459,23 +663,31 @@ class _KernelSVM(BaseEstimator):
             raise ValueError(f"support_ must be a 1-D integer array, got {self.support_.dtype} {self.support_.shape}")
         n_sv, m = self.support_.shape[0], self._n_models()
         if self.dual_coef_.shape != (m, n_sv) or self.intercept_.shape != (m,):
-            raise ValueError(f"dual_coef_ {self.dual_coef_.shape} / intercept_ {self.intercept_.shape} do not match "
-                             f"support_ ({n_sv},) and {m} model(s)")
+            raise ValueError(
+                f"dual_coef_ {self.dual_coef_.shape} / intercept_ {self.intercept_.shape} do not match "
+                f"support_ ({n_sv},) and {m} model(s)"
+            )
         if self.kernel in ("poly", "rbf") and not self.gamma_ > 0:
             raise ValueError(f"gamma_ must be > 0 for the {self.kernel} kernel, got {self.gamma_}")
-        if self.kernel == "precomputed" and n_sv and (self.support_.min() < 0 or
-                                                       self.support_.max() >= self.n_features_in_):
+        if (
+            self.kernel == "precomputed"
+            and n_sv
+            and (self.support_.min() < 0 or self.support_.max() >= self.n_features_in_)
+        ):
             raise ValueError("support_ indexes outside the training kernel")
         if self.kernel != "precomputed" and self.support_vectors_.shape != (n_sv, self.n_features_in_):
-            raise ValueError(f"support_vectors_ has shape {self.support_vectors_.shape}, "
-                             f"expected ({n_sv}, {self.n_features_in_})")
+            raise ValueError(
+                f"support_vectors_ has shape {self.support_vectors_.shape}, expected ({n_sv}, {self.n_features_in_})"
+            )
         check_fitted_gamma(self.kernel, self.gamma, self.gamma_, self.n_features_in_)
         if self.kernel == "poly" and n_sv:  # (an edited degree: every decision value would overflow)
             with np.errstate(over="ignore", invalid="ignore"):
                 diag = kernel_diagonal(row_norms_sq(self.support_vectors_), self._spec)
             if not np.isfinite(diag).all():
-                raise ValueError(f"the poly kernel (degree={self.degree}, gamma_={self.gamma_:g}, coef0={self.coef0:g})"
-                                 " overflows on the model's own support vectors, which no fit produces")
+                raise ValueError(
+                    f"the poly kernel (degree={self.degree}, gamma_={self.gamma_:g}, coef0={self.coef0:g})"
+                    " overflows on the model's own support vectors, which no fit produces"
+                )
 
 
 def _gram_pays(X, spec, n_classes, cache_mb, probability):
@@ -523,8 +735,9 @@ class _if_probability:
         if obj is None:
             return self.fn
         if not obj._param("probability"):  # as fitted: set_params(probability=True) needs a refit
-            raise AttributeError(f"{self.fn.__name__} is not available when probability=False; "
-                                 "set probability=True before fit")
+            raise AttributeError(
+                f"{self.fn.__name__} is not available when probability=False; set probability=True before fit"
+            )
         return types.MethodType(self.fn, obj)
 
 
@@ -581,9 +794,25 @@ class SVC(ClassifierMixin, _KernelSVM):
     # absent from files written before these parameters existed; these values reproduce those models exactly
     _params_added_later = {"class_weight": None, "probability": False, "random_state": None, "n_jobs": None}
 
-    def __init__(self, C=1.0, kernel="rbf", degree=3, gamma="scale", coef0=0.0, tol=1e-3, cache_size=200,
-                 working_set_size=None, shrinking=True, max_iter=None, verbose=False, callback=None,
-                 class_weight=None, probability=False, random_state=None, n_jobs=None):
+    def __init__(
+        self,
+        C=1.0,
+        kernel="rbf",
+        degree=3,
+        gamma="scale",
+        coef0=0.0,
+        tol=1e-3,
+        cache_size=200,
+        working_set_size=None,
+        shrinking=True,
+        max_iter=None,
+        verbose=False,
+        callback=None,
+        class_weight=None,
+        probability=False,
+        random_state=None,
+        n_jobs=None,
+    ):
         self.set_params(**{k: v for k, v in locals().items() if k != "self"})
 
     def _check_params(self):
@@ -621,12 +850,16 @@ class SVC(ClassifierMixin, _KernelSVM):
         rng = make_rng(self.random_state) if self.probability else None
         pairs = ovo_pairs(len(classes))
         settings = self._solver_settings()
-        gram = (Gram(X, centres(spec, True), yi)
-                if _gram_pays(X, spec, len(classes), settings["cache_size"], self.probability) else None)
+        gram = (
+            Gram(X, centres(spec, True), yi)
+            if _gram_pays(X, spec, len(classes), settings["cache_size"], self.probability)
+            else None
+        )
         # the pairs' models come from the Gram only where probability=False would use it too: the decision function
         # does not depend on probability (LIBSVM's rule; dense rows' products round otherwise on the Gram)
-        fit_gram = gram if gram is not None and _gram_pays(X, spec, len(classes), settings["cache_size"], False) \
-            else None
+        fit_gram = (
+            gram if gram is not None and _gram_pays(X, spec, len(classes), settings["cache_size"], False) else None
+        )
         problems = []
         for a, b in pairs:
             rows = np.flatnonzero((yi == a) | (yi == b))
@@ -638,9 +871,13 @@ class SVC(ClassifierMixin, _KernelSVM):
         def solve_pair(problem):
             rows, ys, C, folds = problem
             block = self._pair_block(spec, rows, ys, C, gram, settings)
-            sigmoid = (fit_sigmoid(*self._cross_val_decision(X, spec, rows, ys, C, folds, gram=gram, block=block,
-                                                             settings=settings))
-                       if self.probability else None)
+            sigmoid = (
+                fit_sigmoid(
+                    *self._cross_val_decision(X, spec, rows, ys, C, folds, gram=gram, block=block, settings=settings)
+                )
+                if self.probability
+                else None
+            )
             if fit_gram is None:
                 block = None
             return self._fit_binary(X, spec, rows, ys, C, fit_gram, block, settings), sigmoid
@@ -699,15 +936,39 @@ class SVC(ClassifierMixin, _KernelSVM):
         todo = range(n_folds)
         settings = settings or self._solver_settings()
         if block is not None:
-            folds, fold_values, fold_alpha = (np.zeros((4, n_folds), dtype=np.int64), np.zeros((2, n_folds)),
-                                              np.zeros((n_folds, n)))
+            folds, fold_values, fold_alpha = (
+                np.zeros((4, n_folds), dtype=np.int64),
+                np.zeros((2, n_folds)),
+                np.zeros((n_folds, n)),
+            )
             q, max_iter = settings["working_set_size"], settings["max_iter"]
             left, unconverged = _fold_decisions(
-                block.Q32, block.Q64, block.K, block.Q.diagonal, ys_all, C_all, kept, np.asarray(perm, dtype=np.int64),
-                n_folds, max(block.Q.column_rel_error, EPS32), settings["tol"], 64 if q is None else q,
-                bool(self.shrinking), -1 if max_iter is None else max_iter, centres(spec, True) and gram.sparse,
-                gram.dot, gram.sq, *gram.csr_arrays(), rows_all, Gram.MARGIN, Gram.SMALL, f,
-                folds, fold_values, fold_alpha)
+                block.Q32,
+                block.Q64,
+                block.K,
+                block.Q.diagonal,
+                ys_all,
+                C_all,
+                kept,
+                np.asarray(perm, dtype=np.int64),
+                n_folds,
+                max(block.Q.column_rel_error, EPS32),
+                settings["tol"],
+                64 if q is None else q,
+                bool(self.shrinking),
+                -1 if max_iter is None else max_iter,
+                centres(spec, True) and gram.sparse,
+                gram.dot,
+                gram.sq,
+                *gram.csr_arrays(),
+                rows_all,
+                Gram.MARGIN,
+                Gram.SMALL,
+                f,
+                folds,
+                fold_values,
+                fold_alpha,
+            )
             if unconverged:
                 for i in np.flatnonzero(folds[1] & (1 - folds[2])):
                     warn_not_converged(max_iter, folds[3, i], fold_values[0, i], settings["tol"], stacklevel=4)
@@ -750,8 +1011,9 @@ class SVC(ClassifierMixin, _KernelSVM):
         coef = self.dual_coef_
         model = np.argmax(coef != 0, axis=0)  # the first model each support vector belongs to
         positive = coef[model, np.arange(coef.shape[1])] > 0
-        return np.bincount(np.where(positive, pairs[model, 1], pairs[model, 0]),
-                           minlength=len(self.classes_)).astype(np.int64)
+        return np.bincount(np.where(positive, pairs[model, 1], pairs[model, 0]), minlength=len(self.classes_)).astype(
+            np.int64
+        )
 
     def predict(self, X):
         """Class labels (n,) from classes_: for two classes classes_[1] where decision_function(X) > 0, else
@@ -775,8 +1037,9 @@ class SVC(ClassifierMixin, _KernelSVM):
         """
         check_fitted(self, "dual_coef_")
         if not hasattr(self, "probA_"):
-            raise NotFittedError("this SVC was fitted with probability=False; fit it again with probability=True "
-                                 "to get predict_proba")
+            raise NotFittedError(
+                "this SVC was fitted with probability=False; fit it again with probability=True to get predict_proba"
+            )
         F = self._pairwise_decision(X)
         R = np.clip(sigmoid_predict(F, self.probA_, self.probB_), MIN_PROB, 1.0 - MIN_PROB)
         if R.shape[1] == 1:
@@ -843,8 +1106,21 @@ class OneClassSVM(_KernelSVM):
     _state_arrays = _KernelSVM._state_arrays
     _estimator_type = "outlier_detector"
 
-    def __init__(self, nu=0.5, kernel="rbf", degree=3, gamma="scale", coef0=0.0, tol=1e-3, cache_size=200,
-                 working_set_size=None, shrinking=True, max_iter=None, verbose=False, callback=None):
+    def __init__(
+        self,
+        nu=0.5,
+        kernel="rbf",
+        degree=3,
+        gamma="scale",
+        coef0=0.0,
+        tol=1e-3,
+        cache_size=200,
+        working_set_size=None,
+        shrinking=True,
+        max_iter=None,
+        verbose=False,
+        callback=None,
+    ):
         self.set_params(**{k: v for k, v in locals().items() if k != "self"})
 
     def _check_params(self):

@@ -11,6 +11,7 @@ biases into w and w* by a constant feature (Eq. 7), which removes the dual's equ
 - :class:`KernelSVMPlus` solves the l2-loss SVM+ (18) through its dual (22), min 1/2 a'(H + G)a over the
   simplex, which is a one-class SVM dual (23) with nu = 1/n, by svmcore's SMO solver (Algorithm 2).
 """
+
 from __future__ import annotations
 
 import warnings
@@ -19,12 +20,29 @@ import numpy as np
 import scipy.linalg
 
 from . import persistence
-from ._validation import (ConvergenceWarning, check_array, check_choice, check_finite_fit, check_fitted, check_labels,
-                          check_n_features, check_random_state, check_scalar, make_rng)
+from ._validation import (
+    ConvergenceWarning,
+    check_array,
+    check_choice,
+    check_finite_fit,
+    check_fitted,
+    check_labels,
+    check_n_features,
+    check_random_state,
+    check_scalar,
+    make_rng,
+)
 from .base import BaseEstimator, ClassifierMixin
 from .dcd import FIRST_PHASE_CAP, as_rows, dcd_svmplus
-from .kernels import (KernelSpec, check_fitted_gamma, check_gamma, kernel_block, kernel_decision, resolve_kernel,
-                      row_norms_sq)
+from .kernels import (
+    KernelSpec,
+    check_fitted_gamma,
+    check_gamma,
+    kernel_block,
+    kernel_decision,
+    resolve_kernel,
+    row_norms_sq,
+)
 
 
 def _check_fit_input(X, X_star, y):
@@ -32,8 +50,10 @@ def _check_fit_input(X, X_star, y):
     X = check_array(X, "X", allow_sparse=True)
     X_star = check_array(X_star, "X_star", allow_sparse=True)
     if X_star.shape[0] != X.shape[0]:
-        raise ValueError(f"X_star: has {X_star.shape[0]} rows but X has {X.shape[0]}; "
-                         "each training sample needs its privileged features")
+        raise ValueError(
+            f"X_star: has {X_star.shape[0]} rows but X has {X.shape[0]}; "
+            "each training sample needs its privileged features"
+        )
     classes, y_index = check_labels(y, X.shape[0], min_classes=2, max_classes=2)
     return X, X_star, classes, np.where(y_index == 1, 1.0, -1.0)
 
@@ -116,13 +136,31 @@ class LinearSVMPlus(_Classifier, BaseEstimator):
         sq_x, sq_z = row_norms_sq(X), row_norms_sq(Z)
         check_finite_fit(sq_x, sq_z)  # the linear kernel's diagonal, which Algorithm 1 divides by
         n_iter, n_passes, violation, converged = dcd_svmplus(
-            as_rows(X), as_rows(Z), ys, sq_x, sq_z, C, gamma, alpha, zeta, w, w_star, float(self.tol),
-            int(self.max_iter), seed, FIRST_PHASE_CAP)
+            as_rows(X),
+            as_rows(Z),
+            ys,
+            sq_x,
+            sq_z,
+            C,
+            gamma,
+            alpha,
+            zeta,
+            w,
+            w_star,
+            float(self.tol),
+            int(self.max_iter),
+            seed,
+            FIRST_PHASE_CAP,
+        )
         if not converged:
-            warnings.warn(f"LinearSVMPlus: stopped after max_iter={self.max_iter} epochs before its "
-                          f"projected-gradient spread over all coordinates was checked <= tol={self.tol} "
-                          f"(last measured: {violation:.3g}); "
-                          "increase max_iter (convergence slows as gamma decreases)", ConvergenceWarning, stacklevel=2)
+            warnings.warn(
+                f"LinearSVMPlus: stopped after max_iter={self.max_iter} epochs before its "
+                f"projected-gradient spread over all coordinates was checked <= tol={self.tol} "
+                f"(last measured: {violation:.3g}); "
+                "increase max_iter (convergence slows as gamma decreases)",
+                ConvergenceWarning,
+                stacklevel=2,
+            )
         self.coef_, self.intercept_ = w[:-1], float(w[-1])
         self.coef_star_, self.intercept_star_ = w_star[:-1], float(w_star[-1])
         self.classes_ = classes
@@ -184,9 +222,11 @@ def correcting_gram(K_star_aug, C, gamma):
     except np.linalg.LinAlgError:  # rounding of C K~* (about C max|K~*| eps) swamps gamma: C max|K~*| / gamma ~ 1e15
         # (the kernel's scale counts as much as C / gamma: a linear K* of features ~ 1e8 fails at C = gamma)
         k_max = float(np.abs(np.diag(K_star_aug)).max())  # K~* is PSD: its largest entry is on the diagonal
-        raise ValueError(f"C max(K* + 1) / gamma = {C * k_max / gamma:.3g} (C / gamma = {C / gamma:.3g}, "
-                         f"max(K* + 1) = {k_max:.3g}) is too large: gamma I + C (K* + 1) is not positive definite in "
-                         "floating point; lower C, raise gamma or scale the privileged features down") from None
+        raise ValueError(
+            f"C max(K* + 1) / gamma = {C * k_max / gamma:.3g} (C / gamma = {C / gamma:.3g}, "
+            f"max(K* + 1) = {k_max:.3g}) is too large: gamma I + C (K* + 1) is not positive definite in "
+            "floating point; lower C, raise gamma or scale the privileged features down"
+        ) from None
     G = scipy.linalg.cho_solve(factor, K_star_aug, check_finite=False)
     return 0.5 * (G + G.T)
 
@@ -229,12 +269,16 @@ def _solve_relative(Q, tol):
             break
     if tol * scale < floor and res.kkt_violation > tol * scale:
         if 1e-3 * scale < floor:  # even the default tol asks for less than rounding: rho itself is at that level
-            why = (f"l2-SVM+ margin rho = a'Qa = {scale:.3g} is at rounding level: a degenerate problem "
-                   "(contradictory rows at this C?)")
+            why = (
+                f"l2-SVM+ margin rho = a'Qa = {scale:.3g} is at rounding level: a degenerate problem "
+                "(contradictory rows at this C?)"
+            )
         else:  # rho is fine; only the requested tol is below what rounding of Q lets SMO certify
-            why = (f"tol={tol:g} asks for a KKT violation of tol * rho = {tol * scale:.3g} (rho = a'Qa = "
-                   f"{scale:.3g}), below the rounding level of Q ({floor:.3g}): the solution is as accurate as "
-                   "rounding lets SMO certify")
+            why = (
+                f"tol={tol:g} asks for a KKT violation of tol * rho = {tol * scale:.3g} (rho = a'Qa = "
+                f"{scale:.3g}), below the rounding level of Q ({floor:.3g}): the solution is as accurate as "
+                "rounding lets SMO certify"
+            )
         warnings.warn(f"{why}; stopped at KKT violation {res.kkt_violation:.3g}", ConvergenceWarning, stacklevel=3)
     res.n_iter = n_iter
     return res
@@ -267,12 +311,21 @@ class KernelSVMPlus(_Classifier, BaseEstimator):
 
     _state_arrays = ("support_", "support_vectors_", "dual_coef_", "classes_")
     _sparse_arrays = ("support_vectors_",)
-    _state_meta = ("intercept_", "rho_", "kernel_gamma_", "kernel_star_gamma_", "objective_", "n_iter_",
-                   "kkt_violation_", "n_features_in_")
+    _state_meta = (
+        "intercept_",
+        "rho_",
+        "kernel_gamma_",
+        "kernel_star_gamma_",
+        "objective_",
+        "n_iter_",
+        "kkt_violation_",
+        "n_features_in_",
+    )
     _kernels = ("rbf", "linear")
 
-    def __init__(self, C=1.0, gamma=1.0, kernel="rbf", kernel_gamma=None, kernel_star="rbf",
-                 kernel_star_gamma=None, tol=1e-3):
+    def __init__(
+        self, C=1.0, gamma=1.0, kernel="rbf", kernel_gamma=None, kernel_star="rbf", kernel_star_gamma=None, tol=1e-3
+    ):
         self.C = C
         self.gamma = gamma
         self.kernel = kernel
@@ -347,13 +400,20 @@ class KernelSVMPlus(_Classifier, BaseEstimator):
         if n_sv < 0 or self.support_.shape != (n_sv,):
             raise ValueError(f"dual_coef_ {self.dual_coef_.shape} and support_ {self.support_.shape} disagree")
         if self.support_vectors_.shape != (n_sv, self.n_features_in_):
-            raise ValueError(f"support_vectors_ has shape {self.support_vectors_.shape}, expected "
-                             f"({n_sv}, {self.n_features_in_})")
+            raise ValueError(
+                f"support_vectors_ has shape {self.support_vectors_.shape}, expected ({n_sv}, {self.n_features_in_})"
+            )
         if self.classes_.shape != (2,):
             raise ValueError(f"classes_ has shape {self.classes_.shape}, expected (2,)")
         if self.kernel == "rbf" and not self.kernel_gamma_ > 0:
             raise ValueError(f"kernel_gamma_ must be > 0 for the rbf kernel, got {self.kernel_gamma_}")
         # (the privileged features' count is not kept: their "auto" width goes unchecked)
         for name, d in (("kernel", self.n_features_in_), ("kernel_star", None)):
-            check_fitted_gamma(getattr(self, name), getattr(self, f"{name}_gamma"), getattr(self, f"{name}_gamma_"),
-                               d, names=(f"{name}_gamma", f"{name}_gamma_"), unused=0.0)
+            check_fitted_gamma(
+                getattr(self, name),
+                getattr(self, f"{name}_gamma"),
+                getattr(self, f"{name}_gamma_"),
+                d,
+                names=(f"{name}_gamma", f"{name}_gamma_"),
+                unused=0.0,
+            )

@@ -1,4 +1,5 @@
 """Top-k multiclass SVM trained by Prox-SDCA (Lapin, Hein, Schiele, "Top-k Multiclass SVM", NIPS 2015)."""
+
 from __future__ import annotations
 
 import warnings
@@ -7,8 +8,19 @@ import numpy as np
 import scipy.sparse as sp
 
 from . import persistence
-from ._validation import (ConvergenceWarning, check_array, check_choice, check_finite_fit, check_fitted, check_labels,
-                          check_n_features, check_precomputed_kernel, check_random_state, check_scalar, make_rng)
+from ._validation import (
+    ConvergenceWarning,
+    check_array,
+    check_choice,
+    check_finite_fit,
+    check_fitted,
+    check_labels,
+    check_n_features,
+    check_precomputed_kernel,
+    check_random_state,
+    check_scalar,
+    make_rng,
+)
 from .base import BaseEstimator, ClassifierMixin
 from .kernels import check_fitted_gamma, kernel_block, resolve_kernel, row_norms_sq
 from .sdca import block_violations, cs_fit, kernel_epoch, linear_epoch, objectives
@@ -90,8 +102,19 @@ class TopKSVM(ClassifierMixin, BaseEstimator):
     _params_added_later = {"fit_intercept": False, "intercept_scaling": 1.0}
     _state_meta = ("n_features_in_", "gamma_", "primal_objective_", "dual_objective_", "duality_gap_", "n_iter_")
 
-    def __init__(self, k=1, C=1.0, loss="alpha", kernel="linear", gamma="scale", tol=1e-3, max_epochs=1000,
-                 random_state=None, fit_intercept=False, intercept_scaling=1.0):
+    def __init__(
+        self,
+        k=1,
+        C=1.0,
+        loss="alpha",
+        kernel="linear",
+        gamma="scale",
+        tol=1e-3,
+        max_epochs=1000,
+        random_state=None,
+        fit_intercept=False,
+        intercept_scaling=1.0,
+    ):
         self.k = k
         self.C = C
         self.loss = loss
@@ -216,8 +239,12 @@ class TopKSVM(ClassifierMixin, BaseEstimator):
         return self._store(X, classes, spec, primal, dual, epoch - 1, W if self.kernel == "linear" else None, A, bias)
 
     def _warn_max_epochs(self, primal, dual, stacklevel):
-        warnings.warn(f"TopKSVM: relative duality gap {(primal - dual) / abs(primal):.2e} > tol={self.tol} "
-                      f"after max_epochs={self.max_epochs}", ConvergenceWarning, stacklevel=stacklevel)
+        warnings.warn(
+            f"TopKSVM: relative duality gap {(primal - dual) / abs(primal):.2e} > tol={self.tol} "
+            f"after max_epochs={self.max_epochs}",
+            ConvergenceWarning,
+            stacklevel=stacklevel,
+        )
 
     def _fit_crammer_singer(self, indptr, indices, data, sq_norms, y_index, A, W, C, rng):
         """k = 1, linear (Crammer-Singer): LIBLINEAR's sequential dual method with shrinking, stopped on the exact
@@ -226,8 +253,20 @@ class TopKSVM(ClassifierMixin, BaseEstimator):
         zero = sq_norms <= 0.0  # x_i = 0 does not enter W: its block is optimal on the face sum x = C
         A[zero] = -C / (m - 1)
         A[zero, y_index[zero]] = C
-        primal, dual, epoch, converged = cs_fit(indptr, indices, data, sq_norms, y_index, A, W, C, float(self.tol),
-                                                int(self.max_epochs), CS_MAX_SWEEPS, int(rng.integers(2 ** 62)))
+        primal, dual, epoch, converged = cs_fit(
+            indptr,
+            indices,
+            data,
+            sq_norms,
+            y_index,
+            A,
+            W,
+            C,
+            float(self.tol),
+            int(self.max_epochs),
+            CS_MAX_SWEEPS,
+            int(rng.integers(2**62)),
+        )
         if not converged:
             self._warn_max_epochs(primal, dual, stacklevel=4)
         return primal, dual, epoch

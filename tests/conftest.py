@@ -86,10 +86,11 @@ def grey_png():
 @pytest.fixture(scope="session")
 def rasterise():
     """rasterise(box): the (40, 40) bool mask of an integer box (x, y, w, h) -- the reference for IoU tests."""
+
     def raster(box):
         m = np.zeros((40, 40), bool)
         x, y, w, h = np.asarray(box[:4]).astype(int)
-        m[y:y + h, x:x + w] = True
+        m[y : y + h, x : x + w] = True
         return m
 
     return raster
@@ -104,17 +105,20 @@ def peak_growth(setup: str, measured: str) -> tuple[int, str]:
     import sys
     import textwrap
 
-    script = "\n".join([
-        textwrap.dedent(setup),
-        "def _kib(field):",
-        "    with open('/proc/self/status') as f:",
-        "        return int(dict(line.split(':', 1) for line in f)[field].split()[0])",
-        "_before = _kib('VmRSS')",
-        "with open('/proc/self/clear_refs', 'w') as f:",
-        "    f.write('5')  # VmHWM := VmRSS",
-        textwrap.dedent(measured),
-        "import sys as _sys",
-        "_sys.stderr.write(f'\\npeak growth {(_kib(\"VmHWM\") - _before) * 1024}\\n')"])
+    script = "\n".join(
+        [
+            textwrap.dedent(setup),
+            "def _kib(field):",
+            "    with open('/proc/self/status') as f:",
+            "        return int(dict(line.split(':', 1) for line in f)[field].split()[0])",
+            "_before = _kib('VmRSS')",
+            "with open('/proc/self/clear_refs', 'w') as f:",
+            "    f.write('5')  # VmHWM := VmRSS",
+            textwrap.dedent(measured),
+            "import sys as _sys",
+            "_sys.stderr.write(f'\\npeak growth {(_kib(\"VmHWM\") - _before) * 1024}\\n')",
+        ]
+    )
     r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     return int(r.stderr.rsplit("peak growth ", 1)[1]), r.stdout

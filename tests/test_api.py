@@ -1,5 +1,6 @@
 """facedet.detect: every kind of input a user holds gives the faces the command line finds in the same file;
 the confidence of a calibrated model; clear errors."""
+
 import json
 
 import numpy as np
@@ -35,11 +36,16 @@ def test_every_input_kind_finds_the_cli_faces(photos):
         expected = cli_boxes(path)
         assert len(expected), path  # a photo with faces: an empty result would agree trivially
         rgb = read_rgb(path)
-        inputs = {"path": (str(path), "rgb"), "PIL": (Image.open(path), "rgb"), "grey": (read_grey(path), "rgb"),
-                  "RGB": (rgb, "rgb"), "BGR": (rgb[:, :, ::-1].copy(), "bgr"),
-                  "RGBA": (np.dstack([rgb, np.full(rgb.shape[:2], 255, np.uint8)]), "rgb"),
-                  "BGRA": (np.dstack([rgb[:, :, ::-1], np.full(rgb.shape[:2], 255, np.uint8)]), "bgr"),
-                  "float": (rgb / 255.0, "rgb")}
+        inputs = {
+            "path": (str(path), "rgb"),
+            "PIL": (Image.open(path), "rgb"),
+            "grey": (read_grey(path), "rgb"),
+            "RGB": (rgb, "rgb"),
+            "BGR": (rgb[:, :, ::-1].copy(), "bgr"),
+            "RGBA": (np.dstack([rgb, np.full(rgb.shape[:2], 255, np.uint8)]), "rgb"),
+            "BGRA": (np.dstack([rgb[:, :, ::-1], np.full(rgb.shape[:2], 255, np.uint8)]), "bgr"),
+            "float": (rgb / 255.0, "rgb"),
+        }
         for kind, (image, color) in inputs.items():
             found = boxes(facedet.detect(image, color=color))
             np.testing.assert_array_equal(np.round(found), expected, err_msg=f"{path.name}: {kind}")

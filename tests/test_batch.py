@@ -1,4 +1,5 @@
 """Batch detection: JSON lines as images finish, resumable after a kill, the same records on a Dask cluster."""
+
 import json
 import os
 import signal
@@ -48,8 +49,13 @@ def reference(photos, tmp_path_factory):
 def test_a_run_killed_halfway_and_resumed_has_each_image_once(photos, reference, tmp_path):
     out = tmp_path / "run.jsonl"
     env = {**os.environ, "NUMBA_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
-    proc = subprocess.Popen([sys.executable, "-m", "facedet", "detect", str(photos), "--jsonl", str(out)], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "facedet", "detect", str(photos), "--jsonl", str(out)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        cwd=ROOT,
+    )
     deadline = time.monotonic() + 300
     while (not out.exists() or out.read_text().count("\n") < 3) and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -67,8 +73,9 @@ def test_a_run_killed_halfway_and_resumed_has_each_image_once(photos, reference,
 
 def test_the_records_on_a_dask_cluster_are_the_local_ones(photos, reference, tmp_path):
     distributed = pytest.importorskip("distributed")
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
-                                  dashboard_address=None) as cluster:
+    with distributed.LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None
+    ) as cluster:
         out = tmp_path / "dask.jsonl"
         r = runner.invoke(app, ["detect", str(photos), "--jsonl", str(out), "--scheduler", cluster.scheduler_address])
         assert r.exit_code == 0, r.output
@@ -80,7 +87,10 @@ def test_inputs_patterns_and_list_files(photos, tmp_path):
     listing.write_text(f"# photos\n\n{photos / '0_1.jpg'}\n  {photos / '1_2.jpg'}  \ns3://bucket/key.jpg\n")
     names = expand_inputs([photos / "0_*.jpg"], listing)
     assert names == [str(photos / f"0_{k}.jpg") for k in range(9)] + [
-        str(photos / "0_1.jpg"), str(photos / "1_2.jpg"), "s3://bucket/key.jpg"]
+        str(photos / "0_1.jpg"),
+        str(photos / "1_2.jpg"),
+        "s3://bucket/key.jpg",
+    ]
     with pytest.raises(ValueError, match="no file matches"):
         expand_inputs([photos / "*.gif"])
     with pytest.raises(ValueError, match="a pipe, device or socket"):
@@ -119,8 +129,10 @@ def test_a_bootstrapping_round_on_dask_mines_the_same_negatives(data_dir):
     paths = image_files(data_dir / "nonface_scenes" / "wu_rare_event")[:6]
     local = mine_negatives(det, paths, max_per_image=50)
     assert len(local[0]) > 50 and (local[1] > 0).sum() >= 4
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
-                                  dashboard_address=None) as cluster, distributed.Client(cluster) as client:
+    with (
+        distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as cluster,
+        distributed.Client(cluster) as client,
+    ):
         remote = mine_negatives(det, [str(p) for p in paths], max_per_image=50, client=client)
     for a, b in zip(local, remote, strict=True):
         np.testing.assert_array_equal(a, b)

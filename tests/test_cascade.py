@@ -1,5 +1,6 @@
 """CascadeSVC (Graf et al., NIPS 2004): the dual objective of a single SVC fit and the KKT conditions on all rows,
 in-process and on a Dask cluster; the model is an ordinary SVC."""
+
 import subprocess
 import sys
 
@@ -48,8 +49,7 @@ def check_kkt(model, X, y, C, tol):
     assert free.any() and (np.abs(yf[free] - 1) <= slack).all()
 
 
-def test_the_cascade_reaches_the_objective_of_a_single_fit_with_the_kkt_conditions_on_all_rows(faces, single,
-                                                                                                cascade):
+def test_the_cascade_reaches_the_objective_of_a_single_fit_with_the_kkt_conditions_on_all_rows(faces, single, cascade):
     X, y, Xt, yt = faces
     assert rel_gap(cascade.objective_, single.objective_) < 1e-3
     assert cascade.converged_ and cascade.kkt_violation_ <= TOL
@@ -85,10 +85,13 @@ def test_on_a_dask_cluster_from_a_dask_array_and_from_numpy(faces, single, casca
     import dask.array as da
 
     X, y, _, _ = faces
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
-                                  dashboard_address=None) as cluster, distributed.Client(cluster) as client:
-        chunked = CascadeSVC(C=1.0, tol=TOL, client=client).fit(da.from_array(X, chunks=(500, 100)),
-                                                                  da.from_array(y, chunks=700))
+    with (
+        distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as cluster,
+        distributed.Client(cluster) as client,
+    ):
+        chunked = CascadeSVC(C=1.0, tol=TOL, client=client).fit(
+            da.from_array(X, chunks=(500, 100)), da.from_array(y, chunks=700)
+        )
         spread = CascadeSVC(C=1.0, tol=TOL, n_partitions=4, client=client).fit(X, y)
     for model in (chunked, spread):
         assert rel_gap(model.objective_, single.objective_) < 1e-3
@@ -119,10 +122,19 @@ def test_max_passes_stops_early_with_a_convergence_warning(faces, cascade):
     assert model.objective_ > cascade.objective_
 
 
-@pytest.mark.parametrize("params, match", [
-    ({"n_partitions": 0}, "n_partitions"), ({"max_passes": 0}, "max_passes"), ({"C": -1.0}, "C"),
-    ({"kernel": "precomputed"}, "kernel"), ({"gamma": "wide"}, "gamma"), ({"tol": 0}, "tol"),
-    ({"n_jobs": 0}, "n_jobs"), ({"random_state": -1}, "random_state")])
+@pytest.mark.parametrize(
+    "params, match",
+    [
+        ({"n_partitions": 0}, "n_partitions"),
+        ({"max_passes": 0}, "max_passes"),
+        ({"C": -1.0}, "C"),
+        ({"kernel": "precomputed"}, "kernel"),
+        ({"gamma": "wide"}, "gamma"),
+        ({"tol": 0}, "tol"),
+        ({"n_jobs": 0}, "n_jobs"),
+        ({"random_state": -1}, "random_state"),
+    ],
+)
 def test_bad_parameters_raise_value_error(faces, params, match):
     X, y, _, _ = faces
     with pytest.raises(ValueError, match=match):
@@ -146,10 +158,12 @@ def test_bad_data_raise_value_error(faces):
 
 
 def test_numpy_fits_never_import_dask():
-    code = ("import sys, numpy as np, svmcore\n"
-            "X = np.random.default_rng(0).random((200, 5)); y = (X[:, 0] > 0.5).astype(int)\n"
-            "assert svmcore.CascadeSVC(n_partitions=3).fit(X, y).converged_\n"
-            "print('dask' in sys.modules)\n")
+    code = (
+        "import sys, numpy as np, svmcore\n"
+        "X = np.random.default_rng(0).random((200, 5)); y = (X[:, 0] > 0.5).astype(int)\n"
+        "assert svmcore.CascadeSVC(n_partitions=3).fit(X, y).converged_\n"
+        "print('dask' in sys.modules)\n"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "False"

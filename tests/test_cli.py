@@ -1,4 +1,5 @@
 """The facedet command: detect (table, JSON, annotated images, bad files), train, bootstrap, evaluate, exit codes."""
+
 import json
 import os
 import re
@@ -86,11 +87,27 @@ def test_detect_scan_overrides(astro):
     # a coarse scan (every other pyramid level, twice the stride, no refinement) scores a subset of the
     # windows: the face's score can only drop
     from facedet import load_default
+
     det = load_default()
     fine = json.loads(runner.invoke(app, ["detect", str(astro), "--json"]).stdout)[0]["faces"]
-    r = runner.invoke(app, ["detect", str(astro), "--json", "--scale-factor", str(det.scale_factor ** 2),
-                            "--stride", str(2 * det.stride), "--refine", "off", "--threshold", "-1",
-                            "--min-neighbors", "1"])
+    r = runner.invoke(
+        app,
+        [
+            "detect",
+            str(astro),
+            "--json",
+            "--scale-factor",
+            str(det.scale_factor**2),
+            "--stride",
+            str(2 * det.stride),
+            "--refine",
+            "off",
+            "--threshold",
+            "-1",
+            "--min-neighbors",
+            "1",
+        ],
+    )
     assert r.exit_code == 0, r.output
     coarse = json.loads(r.stdout)[0]["faces"]
     assert len(fine) == 1 and coarse and max(f["score"] for f in coarse) <= fine[0]["score"] + 1e-6
@@ -98,8 +115,13 @@ def test_detect_scan_overrides(astro):
     for max_size, expect in ((80, []), (200, fine)):
         r = runner.invoke(app, ["detect", str(astro), "--json", "--max-size", str(max_size)])
         assert r.exit_code == 0 and json.loads(r.stdout)[0]["faces"] == expect, r.output
-    for bad in (["--stride", "0"], ["--scale-factor", "1"], ["--refine", "maybe"], ["--threads", "0"],
-                ["--max-size", "10"]):
+    for bad in (
+        ["--stride", "0"],
+        ["--scale-factor", "1"],
+        ["--refine", "maybe"],
+        ["--threads", "0"],
+        ["--max-size", "10"],
+    ):
         r = runner.invoke(app, ["detect", str(astro), *bad])
         assert r.exit_code == 2 and "error" in r.output.lower()
     r = runner.invoke(app, ["detect", str(astro), "--json", "--threads", "1"])
@@ -115,8 +137,12 @@ def test_detect_bad_files_reported_rest_processed(astro, tmp_path):
     assert r.exit_code == 1
     res = json.loads(r.stdout)
     assert [x["image"] for x in res] == [str(junk), str(astro), str(truncated), str(tmp_path / "missing.png")]
-    assert [sorted(x) for x in res] == [["error", "image"], ["faces", "height", "image", "width"],
-                                        ["error", "image"], ["error", "image"]]
+    assert [sorted(x) for x in res] == [
+        ["error", "image"],
+        ["faces", "height", "image", "width"],
+        ["error", "image"],
+        ["error", "image"],
+    ]
     assert "file not found" in res[3]["error"] and len(res[1]["faces"]) == 1
     assert "junk.jpg" in r.stderr and "cut.png" in r.stderr and "missing.png" in r.stderr
 
@@ -132,7 +158,7 @@ def test_detect_table_and_annotated_output(astro, tmp_path):
     face = json.loads(runner.invoke(app, ["detect", str(astro), "--json"]).stdout)[0]["faces"][0]
     r = runner.invoke(app, ["detect", str(astro), "--out", str(tmp_path / "plain.png"), "--no-labels"])
     plain, orig = read_rgb(tmp_path / "plain.png"), read_rgb(astro)
-    strip = np.s_[face["y"] - 8:face["y"] - 3, face["x"] + 3:face["x"] + 20]
+    strip = np.s_[face["y"] - 8 : face["y"] - 3, face["x"] + 3 : face["x"] + 20]
     assert np.array_equal(plain[strip], orig[strip]) and not np.array_equal(img[strip], orig[strip])
     r = runner.invoke(app, ["detect", str(astro), "--out", str(tmp_path / "one.jpg"), "--threshold", "1e9"])
     assert r.exit_code == 0 and (tmp_path / "one.jpg").is_file()
@@ -145,11 +171,18 @@ def test_usage_errors(astro, tmp_path, small_npz):
     r = runner.invoke(app, ["train", "--data", str(small_npz), "--faces", str(tmp_path), "--out", "x.npz"])
     assert r.exit_code == 2
     assert runner.invoke(app, ["train", "--out", str(tmp_path / "x.npz")]).exit_code == 2
-    assert runner.invoke(app, ["train", "--data", str(small_npz), "--out", str(tmp_path / "x.npz"),
-                               "--gamma", "big"]).exit_code == 2
+    assert (
+        runner.invoke(
+            app, ["train", "--data", str(small_npz), "--out", str(tmp_path / "x.npz"), "--gamma", "big"]
+        ).exit_code
+        == 2
+    )
     # errors name the options the user typed; a precomputed kernel cannot score windows
-    for extra, message in ((["--scale-factor", "0.5"], "--scale-factor: must be >= 1.01"), (["--C", "-1"], "--C: must"),
-                           (["--kernel", "precomputed"], "--kernel: unknown value 'precomputed'")):
+    for extra, message in (
+        (["--scale-factor", "0.5"], "--scale-factor: must be >= 1.01"),
+        (["--C", "-1"], "--C: must"),
+        (["--kernel", "precomputed"], "--kernel: unknown value 'precomputed'"),
+    ):
         r = runner.invoke(app, ["train", "--data", str(small_npz), "--out", str(tmp_path / "x.npz"), *extra])
         assert r.exit_code == 2 and message in r.stderr, (extra, r.stderr)
 
@@ -161,20 +194,27 @@ def test_help_explains_every_option(command):
     assert "--out" in r.stdout or command == "evaluate"
 
 
-@pytest.mark.parametrize("command", [[], *([name] for name in typer_command(app).commands)],
-                         ids=lambda command: " ".join(["facedet", *command]))
+@pytest.mark.parametrize(
+    "command",
+    [[], *([name] for name in typer_command(app).commands)],
+    ids=lambda command: " ".join(["facedet", *command]),
+)
 def test_every_help_states_the_exit_codes(command):
     # only `facedet --help` stated them (and without 130); each command's page now does, from one text
     r = runner.invoke(app, [*command, "--help"])
     text = " ".join(r.stdout.split())  # (rich wraps the epilog at 80 columns)
     assert r.exit_code == 0
-    assert re.search(r"Exit codes: 0 success; 1 if \S.* could not be read \(each is reported on stderr, the others "
-                     r"are processed\) or an output could not be written; 2 usage error \(a bad option, or a missing "
-                     r"or unusable \S[^;]*(; also if [^)]+)?\); 130 interrupted \(Ctrl-C\)\.", text), text[-600:]
+    assert re.search(
+        r"Exit codes: 0 success; 1 if \S.* could not be read \(each is reported on stderr, the others "
+        r"are processed\) or an output could not be written; 2 usage error \(a bad option, or a missing "
+        r"or unusable \S[^;]*(; also if [^)]+)?\); 130 interrupted \(Ctrl-C\)\.",
+        text,
+    ), text[-600:]
 
 
 def test_train_and_bootstrap(small_model, small_npz, data_dir, tmp_path, astro):
     from facedet import Detector
+
     det = Detector.load(small_model)
     assert det.classifier.kernel == "poly" and det.classifier.C == 5
     negs = tmp_path / "negs"
@@ -184,8 +224,9 @@ def test_train_and_bootstrap(small_model, small_npz, data_dir, tmp_path, astro):
     (negs / "broken.jpg").write_bytes(b"\xff\xd8\xff garbage")
     write_image(negs / "tiny.png", np.zeros((10, 10), np.uint8))
     out = tmp_path / "boot.npz"
-    r = runner.invoke(app, ["bootstrap", "--model", str(small_model), "--negatives", str(negs), "--rounds", "1",
-                            "--out", str(out)])
+    r = runner.invoke(
+        app, ["bootstrap", "--model", str(small_model), "--negatives", str(negs), "--rounds", "1", "--out", str(out)]
+    )
     assert r.exit_code == 1, r.output  # the broken file is reported, the rest is processed
     assert "broken.jpg" in r.stderr and "tiny.png: 10x10 is smaller" in r.stderr and "note:" in r.stderr
     assert out.is_file()
@@ -197,8 +238,20 @@ def test_train_and_bootstrap(small_model, small_npz, data_dir, tmp_path, astro):
 def test_evaluate_prints_figures_and_plots(data_dir, tmp_path):
     scenes = data_dir / "scenes_annotated_dlib_voc"
     png = tmp_path / "pr.png"
-    r = runner.invoke(app, ["evaluate", "--images", str(scenes / "images"), "--annotations",
-                            str(scenes / "boxes.csv"), "--split", "test", "--plot", str(png)])
+    r = runner.invoke(
+        app,
+        [
+            "evaluate",
+            "--images",
+            str(scenes / "images"),
+            "--annotations",
+            str(scenes / "boxes.csv"),
+            "--split",
+            "test",
+            "--plot",
+            str(png),
+        ],
+    )
     assert r.exit_code == 0, r.output
     assert "detection rate" in r.stdout and "average precision" in r.stdout and "25 faces" in r.stdout
     assert png.stat().st_size > 1000
@@ -233,13 +286,17 @@ def test_evaluate_fp_points_count_images_the_csv_does_not_list(data_dir, tmp_pat
     csv.write_text("\n".join([rows[0], *(r for r in rows if r.split(",")[1] in ("albert.gif", "trekcolr.gif"))]))
     ann = read_annotations(csv)
     assert [len(b) for b, _ in ann.values()] == [1, 3]
-    pixels = {name: read_grey(folder / name).tobytes()
-              for name in ("albert.gif", "trekcolr.gif", "knex20.gif", "knex42.gif", "wall.gif")}
-    by_pixels = {pixels["albert.gif"]: np.c_[ann["albert.gif"][0], [2.0]],
-                 pixels["trekcolr.gif"]: np.c_[ann["trekcolr.gif"][0], [3.0, 1.0, 0.0]],
-                 pixels["knex20.gif"]: np.array([[10, 10, 40, 40, 1.5]]),
-                 pixels["knex42.gif"]: np.array([[100, 10, 40, 40, 1.5]]),
-                 pixels["wall.gif"]: np.array([[10, 10, 40, 40, 2.5]])}
+    pixels = {
+        name: read_grey(folder / name).tobytes()
+        for name in ("albert.gif", "trekcolr.gif", "knex20.gif", "knex42.gif", "wall.gif")
+    }
+    by_pixels = {
+        pixels["albert.gif"]: np.c_[ann["albert.gif"][0], [2.0]],
+        pixels["trekcolr.gif"]: np.c_[ann["trekcolr.gif"][0], [3.0, 1.0, 0.0]],
+        pixels["knex20.gif"]: np.array([[10, 10, 40, 40, 1.5]]),
+        pixels["knex42.gif"]: np.array([[100, 10, 40, 40, 1.5]]),
+        pixels["wall.gif"]: np.array([[10, 10, 40, 40, 2.5]]),
+    }
     monkeypatch.setattr(cli, "_load_detector", lambda model: _FixedDetector(by_pixels))
     roc = tmp_path / "roc.png"
     base = ["evaluate", "--images", str(folder), "--annotations", str(csv), "--plot", str(tmp_path / "pr.png")]
@@ -254,11 +311,13 @@ def test_evaluate_fp_points_count_images_the_csv_does_not_list(data_dir, tmp_pat
     # the default points: the detections end before them (a note), so each is the rate of all the detections
     r = runner.invoke(app, base)
     assert r.exit_code == 0 and "10 " in r.stdout and "167" in r.stdout and r.stdout.count("1.000") >= 8, r.output
-    for extra, message in ((["--fp-points", "10,x"], "--fp-points: expected whole numbers"),
-                           (["--fp-points", "-1"], "--fp-points"),
-                           (["--roc", str(tmp_path / "pr.png")], "is the --plot file too"),
-                           (["--roc", str(tmp_path / "roc.txt")], "cannot write a plot as .txt"),
-                           (["--roc", str(folder / "roc.png")], "inside the --images folder")):
+    for extra, message in (
+        (["--fp-points", "10,x"], "--fp-points: expected whole numbers"),
+        (["--fp-points", "-1"], "--fp-points"),
+        (["--roc", str(tmp_path / "pr.png")], "is the --plot file too"),
+        (["--roc", str(tmp_path / "roc.txt")], "cannot write a plot as .txt"),
+        (["--roc", str(folder / "roc.png")], "inside the --images folder"),
+    ):
         r = runner.invoke(app, [*base, *extra])
         assert r.exit_code == 2 and message in r.stderr, (extra, r.output)
     assert not (folder / "roc.png").exists()
@@ -270,8 +329,17 @@ def test_evaluate_fp_points_count_images_the_csv_does_not_list(data_dir, tmp_pat
 
 def test_evaluate_threshold_overrides_the_models(data_dir, tmp_path):
     scenes = data_dir / "scenes_annotated_dlib_voc"
-    base = ["evaluate", "--images", str(scenes / "images"), "--annotations", str(scenes / "boxes.csv"), "--split",
-            "test", "--plot", str(tmp_path / "pr.png")]
+    base = [
+        "evaluate",
+        "--images",
+        str(scenes / "images"),
+        "--annotations",
+        str(scenes / "boxes.csv"),
+        "--split",
+        "test",
+        "--plot",
+        str(tmp_path / "pr.png"),
+    ]
     r = runner.invoke(app, [*base, "--threshold", "100"])  # far above any decision value: nothing found
     assert r.exit_code == 0, r.output
     assert re.search(r"0\.000\s.*\s0\s", r.stdout) and "the detections end at 0 false positives" in r.stderr
@@ -279,6 +347,7 @@ def test_evaluate_threshold_overrides_the_models(data_dir, tmp_path):
 
 def test_detect_handles_image_kinds_and_rejects_bomb(astro, tmp_path, grey_png):
     from PIL import Image
+
     rgb = read_rgb(astro)
     grey = Image.fromarray(rgb).convert("L")
     grey.save(tmp_path / "grey.png")
@@ -290,8 +359,10 @@ def test_detect_handles_image_kinds_and_rejects_bomb(astro, tmp_path, grey_png):
     files = [tmp_path / n for n in ("grey.png", "sixteen.png", "alpha.png", "bomb.png", "huge.png")]
     r = runner.invoke(app, ["detect", *map(str, files), "--json"])
     assert r.exit_code == 1 and "bomb.png" in r.stderr
-    assert (f"failed {huge}: 1,099,511,627,776 pixels exceeds the limit of 50,000,000 (refused before decoding: a "
-            "possible decompression bomb); --max-pixels raises it\n") in r.stderr and "DOS" not in r.stderr, r.stderr
+    assert (
+        f"failed {huge}: 1,099,511,627,776 pixels exceeds the limit of 50,000,000 (refused before decoding: a "
+        "possible decompression bomb); --max-pixels raises it\n"
+    ) in r.stderr and "DOS" not in r.stderr, r.stderr
     res = json.loads(r.stdout)
     assert [x["image"] for x in res] == list(map(str, files))
     assert all(len(x["faces"]) == 1 for x in res[:3]) and all("decompression bomb" in x["error"] for x in res[3:])
@@ -300,9 +371,28 @@ def test_detect_handles_image_kinds_and_rejects_bomb(astro, tmp_path, grey_png):
 @pytest.mark.filterwarnings("ignore:PmSVM. .* stopped at max_iter:RuntimeWarning")  # 100 epochs on the small set
 def test_train_pmsvm_hog(small_npz, data_dir, tmp_path, astro):
     from facedet import Detector
+
     out = tmp_path / "pm.npz"
-    r = runner.invoke(app, ["train", "--data", str(small_npz), "--out", str(out), "--classifier", "pmsvm",
-                            "--features", "hog", "--p", "-8", "--C", "0.5", "--max-iter", "150"])
+    r = runner.invoke(
+        app,
+        [
+            "train",
+            "--data",
+            str(small_npz),
+            "--out",
+            str(out),
+            "--classifier",
+            "pmsvm",
+            "--features",
+            "hog",
+            "--p",
+            "-8",
+            "--C",
+            "0.5",
+            "--max-iter",
+            "150",
+        ],
+    )
     assert r.exit_code == 0, r.output
     assert "hog features" in r.stdout and "PmSVM p=-8.0" in r.stdout
     det = Detector.load(out)
@@ -315,23 +405,58 @@ def test_train_pmsvm_hog(small_npz, data_dir, tmp_path, astro):
     negs = tmp_path / "negs"
     negs.mkdir()
     shutil.copy(data_dir / "nonface_scenes" / "skimage" / "coffee.png", negs)
-    r = runner.invoke(app, ["bootstrap", "--model", str(out), "--negatives", str(negs),
-                            "--out", str(tmp_path / "b.npz")])
+    r = runner.invoke(
+        app, ["bootstrap", "--model", str(out), "--negatives", str(negs), "--out", str(tmp_path / "b.npz")]
+    )
     assert r.exit_code == 2 and "no training rows" in r.output
-    r = runner.invoke(app, ["bootstrap", "--model", str(out), "--negatives", str(negs), "--rounds", "1",
-                            "--data", str(small_npz), "--out", str(tmp_path / "b.npz")])
+    r = runner.invoke(
+        app,
+        [
+            "bootstrap",
+            "--model",
+            str(out),
+            "--negatives",
+            str(negs),
+            "--rounds",
+            "1",
+            "--data",
+            str(small_npz),
+            "--out",
+            str(tmp_path / "b.npz"),
+        ],
+    )
     assert r.exit_code == 0, r.output
     boot = Detector.load(tmp_path / "b.npz")
     assert type(boot.classifier).__name__ == "PmSVM" and boot.features == "hog" and boot.classifier.p == -8.0
     assert not np.array_equal(boot.classifier.coef_, det.classifier.coef_)  # refitted with the false positives
     # svc takes osuna features only; PmSVM needs features >= 0
-    bad = [["--classifier", "svc", "--features", "hog"], ["--classifier", "pmsvm", "--features", "osuna"],
-           ["--classifier", "knn"], ["--classifier", "pmsvm", "--p", "2"], ["--max-iter", "0"]]
+    bad = [
+        ["--classifier", "svc", "--features", "hog"],
+        ["--classifier", "pmsvm", "--features", "osuna"],
+        ["--classifier", "knn"],
+        ["--classifier", "pmsvm", "--p", "2"],
+        ["--max-iter", "0"],
+    ]
     for extra in bad:
         r = runner.invoke(app, ["train", "--data", str(small_npz), "--out", str(tmp_path / "x.npz"), *extra])
         assert r.exit_code == 2, (extra, r.output)
-    assert "negative" in runner.invoke(app, ["train", "--data", str(small_npz), "--out", str(tmp_path / "x.npz"),
-                                             "--classifier", "pmsvm", "--features", "osuna"]).stderr
+    assert (
+        "negative"
+        in runner.invoke(
+            app,
+            [
+                "train",
+                "--data",
+                str(small_npz),
+                "--out",
+                str(tmp_path / "x.npz"),
+                "--classifier",
+                "pmsvm",
+                "--features",
+                "osuna",
+            ],
+        ).stderr
+    )
 
 
 def test_outputs_are_checked_before_work_and_never_overwrite(astro, tmp_path, small_npz):
@@ -382,15 +507,27 @@ def test_a_symlink_loop_is_a_bad_file_not_a_traceback(astro, small_npz, tmp_path
     res = json.loads(r.stdout)
     assert [x["image"] for x in res] == [str(loop), str(astro)] and "error" in res[0] and "faces" in res[1]
     assert "failed" in r.stderr and str(loop) in r.stderr and "Traceback" not in r.output
-    for argv in (["train", "--data", str(loop), "--out", str(tmp_path / "m.npz")],
-                 ["train", "--faces", str(loop), "--nonfaces", str(tmp_path), "--out", str(tmp_path / "m.npz")]):
+    for argv in (
+        ["train", "--data", str(loop), "--out", str(tmp_path / "m.npz")],
+        ["train", "--faces", str(loop), "--nonfaces", str(tmp_path), "--out", str(tmp_path / "m.npz")],
+    ):
         r = runner.invoke(app, argv)
         assert r.exit_code == 2 and isinstance(r.exception, SystemExit) and str(loop) in r.stderr, r.output
     (tmp_path / "ev").mkdir()
     (tmp_path / "ev" / "x.jpg").symlink_to(tmp_path / "ev" / "x.jpg")
     (tmp_path / "ev" / "a.csv").write_text("image,x,y,w,h\nx.jpg,1,1,20,20\n")
-    r = runner.invoke(app, ["evaluate", "--images", str(tmp_path / "ev"), "--annotations",
-                            str(tmp_path / "ev" / "a.csv"), "--plot", str(tmp_path / "pr.png")])
+    r = runner.invoke(
+        app,
+        [
+            "evaluate",
+            "--images",
+            str(tmp_path / "ev"),
+            "--annotations",
+            str(tmp_path / "ev" / "a.csv"),
+            "--plot",
+            str(tmp_path / "pr.png"),
+        ],
+    )
     assert r.exit_code == 2 and isinstance(r.exception, SystemExit) and "x.jpg" in r.stderr, r.output
     # an output path that is a dangling loop is refused as any file there would be, and replaced with --overwrite
     r = runner.invoke(app, ["detect", str(astro), "--out", str(loop)])
@@ -415,8 +552,10 @@ def test_names_are_not_markup_and_messages_do_not_wrap(astro, tmp_path):
 def test_input_files_that_are_not_what_they_claim(astro, tmp_path, data_dir):
     np.save(tmp_path / "plain.npy", np.arange(3))
     (tmp_path / "plain.npy").rename(tmp_path / "plain.npz")
-    for args in (["detect", str(astro), "--model", str(tmp_path / "plain.npz")],
-                 ["train", "--data", str(tmp_path / "plain.npz"), "--out", str(tmp_path / "m.npz")]):
+    for args in (
+        ["detect", str(astro), "--model", str(tmp_path / "plain.npz")],
+        ["train", "--data", str(tmp_path / "plain.npz"), "--out", str(tmp_path / "m.npz")],
+    ):
         r = runner.invoke(app, args)
         assert r.exit_code == 2 and "not an .npz" in r.stderr and "pickle" not in r.stderr
     scenes = data_dir / "scenes_annotated_dlib_voc"
@@ -424,11 +563,15 @@ def test_input_files_that_are_not_what_they_claim(astro, tmp_path, data_dir):
     rows = (scenes / "boxes.csv").read_text().splitlines()
     dup.write_text("\n".join(rows + rows[1:2]) + "\n")
     base = ["evaluate", "--images", str(scenes / "images"), "--plot", str(tmp_path / "pr.png")]
-    for extra, message in ((["--annotations", str(dup)], "already on line"),
-                           (["--annotations", str(scenes / "images")], "is a folder"),
-                           (["--annotations", str(scenes / "boxes.csv"), "--iou", "1.5"], "--iou"),
-                           (["--annotations", str(scenes / "boxes.csv"), "--plot", str(tmp_path / "pr.txt")],
-                            "cannot write a plot as .txt")):
+    for extra, message in (
+        (["--annotations", str(dup)], "already on line"),
+        (["--annotations", str(scenes / "images")], "is a folder"),
+        (["--annotations", str(scenes / "boxes.csv"), "--iou", "1.5"], "--iou"),
+        (
+            ["--annotations", str(scenes / "boxes.csv"), "--plot", str(tmp_path / "pr.txt")],
+            "cannot write a plot as .txt",
+        ),
+    ):
         r = runner.invoke(app, base + extra)
         assert r.exit_code == 2 and message in r.stderr, r.output
     assert not (tmp_path / "pr.png").exists()
@@ -499,8 +642,12 @@ def test_ctrl_c_that_a_callback_swallowed_stops_the_command_at_its_next_step(mon
 
 def test_ctrl_c_while_the_command_loads_exits_130_without_a_traceback(data_dir):
     image = sorted((data_dir / "scenes_annotated_dlib_voc" / "images").iterdir())[0]
-    proc = subprocess.Popen([sys.executable, "-m", "facedet", "detect", str(image), "--json"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "facedet", "detect", str(image), "--json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     time.sleep(0.4)  # numpy, typer and numba are loading (a detection takes over a second from start)
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=120)
@@ -518,8 +665,14 @@ def test_results_that_standard_output_cannot_take_are_one_line_and_exit_1(astro,
     for extra in (["--json"], []):
         out = tmp_path / f"a{len(extra)}.png"
         with open("/dev/full", "w") as full:
-            r = subprocess.run([sys.executable, "-m", "facedet", "detect", str(astro), "--out", str(out), *extra],
-                               stdout=full, stderr=subprocess.PIPE, text=True, env=env, timeout=300)
+            r = subprocess.run(
+                [sys.executable, "-m", "facedet", "detect", str(astro), "--out", str(out), *extra],
+                stdout=full,
+                stderr=subprocess.PIPE,
+                text=True,
+                env=env,
+                timeout=300,
+            )
         assert r.returncode == 1, r.stderr
         assert "Traceback" not in r.stderr and "Exception ignored" not in r.stderr, r.stderr
         assert r.stderr.strip().splitlines() == ["error: cannot write to standard output: No space left on device"]
@@ -530,16 +683,20 @@ def test_a_model_whose_header_does_not_describe_its_arrays_is_a_usage_error(astr
     # "prefilter": false beside the prefilter's arrays loaded as a model without its cascade (5 boxes on
     # astronaut.png, not 1)
     from facedet import default_model_path
+
     bad = rewrite_model(default_model_path(), tmp_path / "bad.npz", lambda h, a: h.update(prefilter=False))
     r = runner.invoke(app, ["detect", str(astro), "--model", str(bad), "--json"])
     assert r.exit_code == 2 and r.stdout == "", r.output
-    assert r.stderr == (f"error: cannot load model: {bad}: invalid facedet detector (the header says prefilter: false, "
-                        "but the file holds the prefilter's arrays (prefilter.weights, prefilter.thresholds): the "
-                        "cascade would be dropped; set prefilter to true, or remove the arrays too)\n")
+    assert r.stderr == (
+        f"error: cannot load model: {bad}: invalid facedet detector (the header says prefilter: false, "
+        "but the file holds the prefilter's arrays (prefilter.weights, prefilter.thresholds): the "
+        "cascade would be dropped; set prefilter to true, or remove the arrays too)\n"
+    )
 
 
 def test_train_checks_scan_options_before_fitting(small_npz, tmp_path, monkeypatch):
     import facedet.bootstrap
+
     monkeypatch.setattr(facedet.bootstrap, "fit_svm", lambda *a, **k: pytest.fail("fitted before the checks"))
     for bad in (["--stride", "0"], ["--scale-factor", "1"], ["--threshold", "nan"]):
         r = runner.invoke(app, ["train", "--data", str(small_npz), "--out", str(tmp_path / "m.npz"), *bad])
@@ -549,6 +706,7 @@ def test_train_checks_scan_options_before_fitting(small_npz, tmp_path, monkeypat
         facedet.bootstrap.train_detector(d["X"], d["y"], stride=0)
     # the classifier's hyperparameters too, by svmcore's own checks, before the features are computed
     import facedet.detector
+
     monkeypatch.setattr(facedet.bootstrap, "training_set", lambda *a, **k: pytest.fail("features before the checks"))
     with pytest.raises(ValueError, match="C: must be > 0"):
         facedet.bootstrap.train_detector(d["X"], d["y"], svm_params={"C": -1})
@@ -558,35 +716,59 @@ def test_train_checks_scan_options_before_fitting(small_npz, tmp_path, monkeypat
         facedet.bootstrap.train_detector(d["X"], d["y"], svm_params={"kernal": "rbf"})
 
 
-def test_train_and_bootstrap_refuse_bad_hyperparameters_before_reading_any_data(small_npz, small_model, tmp_path,
-                                                                                monkeypatch):
+def test_train_and_bootstrap_refuse_bad_hyperparameters_before_reading_any_data(
+    small_npz, small_model, tmp_path, monkeypatch
+):
     # --C -1 (and the rest) were refused by the fit, after the patches and the negatives had been read
     import facedet.patches
+
     for name in ("load_patches", "image_files", "read_grey"):
         monkeypatch.setattr(facedet.patches, name, lambda *a, **k: pytest.fail("data read before the checks"))
     import facedet.imageio
+
     monkeypatch.setattr(facedet.imageio, "read_grey", lambda *a, **k: pytest.fail("data read before the checks"))
     base = ["train", "--data", str(small_npz), "--negatives", str(tmp_path), "--out", str(tmp_path / "m.npz")]
-    for bad, message in ((["--C", "-1"], "--C: must be > 0, got -1.0"), (["--C", "0"], "--C: must be > 0"),
-                         (["--C", "nan"], "--C: must be finite"), (["--gamma", "-1"], "--gamma: must be > 0"),
-                         (["--degree", "0"], "--degree: must be >= 1"), (["--tol", "0"], "--tol: must be > 0"),
-                         (["--coef0", "inf"], "--coef0: must be finite"),
-                         (["--kernel", "rbf", "--gamma", "0"], "--gamma: must be > 0"),
-                         (["--classifier", "pmsvm", "--p", "1"], "--p"),
-                         (["--classifier", "pmsvm", "--C", "-2"], "--C: must be > 0"),
-                         (["--classifier", "pmsvm", "--tol", "-1"], "--tol: must be > 0"),
-                         (["--max-iter", "0"], "--max-iter"), (["--shifts", "10"], "--shifts")):
+    for bad, message in (
+        (["--C", "-1"], "--C: must be > 0, got -1.0"),
+        (["--C", "0"], "--C: must be > 0"),
+        (["--C", "nan"], "--C: must be finite"),
+        (["--gamma", "-1"], "--gamma: must be > 0"),
+        (["--degree", "0"], "--degree: must be >= 1"),
+        (["--tol", "0"], "--tol: must be > 0"),
+        (["--coef0", "inf"], "--coef0: must be finite"),
+        (["--kernel", "rbf", "--gamma", "0"], "--gamma: must be > 0"),
+        (["--classifier", "pmsvm", "--p", "1"], "--p"),
+        (["--classifier", "pmsvm", "--C", "-2"], "--C: must be > 0"),
+        (["--classifier", "pmsvm", "--tol", "-1"], "--tol: must be > 0"),
+        (["--max-iter", "0"], "--max-iter"),
+        (["--shifts", "10"], "--shifts"),
+    ):
         r = runner.invoke(app, [*base, *bad])
         assert r.exit_code == 2 and message in r.output, (bad, r.output)
     for bad in (["--rounds", "0"], ["--max-per-image", "0"]):  # bootstrap's own options (typer's ranges)
-        r = runner.invoke(app, ["bootstrap", "--model", str(small_model), "--negatives", str(tmp_path), "--out",
-                                str(tmp_path / "b.npz"), "--data", str(small_npz), *bad])
+        r = runner.invoke(
+            app,
+            [
+                "bootstrap",
+                "--model",
+                str(small_model),
+                "--negatives",
+                str(tmp_path),
+                "--out",
+                str(tmp_path / "b.npz"),
+                "--data",
+                str(small_npz),
+                *bad,
+            ],
+        )
         assert r.exit_code == 2 and bad[0] in r.output, (bad, r.output)
     # a --negatives folder that is not there is reported before the patches are read, too
     monkeypatch.undo()
     monkeypatch.setattr(facedet.patches, "load_patches", lambda *a, **k: pytest.fail("patches read before the checks"))
-    r = runner.invoke(app, ["train", "--data", str(small_npz), "--negatives", str(tmp_path / "none"), "--out",
-                            str(tmp_path / "m.npz")])
+    r = runner.invoke(
+        app,
+        ["train", "--data", str(small_npz), "--negatives", str(tmp_path / "none"), "--out", str(tmp_path / "m.npz")],
+    )
     assert r.exit_code == 2 and "--negatives" in r.stderr, r.output
 
 
@@ -594,12 +776,22 @@ def test_calibrate_refits_the_shipped_box_map_and_operating_point(data_dir, tmp_
     # the CBCL model's box map was fitted on the train split's 18 faces: from the raw window (0, 0, 1)
     # calibrate finds it again
     from facedet import Detector
+
     shipped = Detector.load(CBCL_DETECTOR)
     raw = tmp_path / "raw.npz"
     shipped.with_params(box=(0.0, 0.0, 1.0), threshold=0.0, min_neighbors=2).save(raw)
     scenes = data_dir / "scenes_annotated_dlib_voc"
-    args = ["calibrate", "--model", str(raw), "--images", str(scenes / "images"), "--annotations",
-            str(scenes / "boxes.csv"), "--split", "train"]
+    args = [
+        "calibrate",
+        "--model",
+        str(raw),
+        "--images",
+        str(scenes / "images"),
+        "--annotations",
+        str(scenes / "boxes.csv"),
+        "--split",
+        "train",
+    ]
     r = runner.invoke(app, [*args, "--box-only", "--out", str(tmp_path / "box.npz")])
     assert r.exit_code == 0, r.output
     assert "from 18 faces" in r.stdout
@@ -612,6 +804,7 @@ def test_calibrate_refits_the_shipped_box_map_and_operating_point(data_dir, tmp_
     # the chosen operating point is at least as good (F1) on these images as the one it replaced
     from facedet.evaluate import evaluate_detections, read_annotations
     from facedet.imageio import read_grey
+
     ann = read_annotations(scenes / "boxes.csv", split="train")
     grey = {n: read_grey(scenes / "images" / n) for n in ann}
 
@@ -629,8 +822,20 @@ def test_calibrate_refits_the_shipped_box_map_and_operating_point(data_dir, tmp_
     r = runner.invoke(app, ["detect", photo, "--json", "--model", str(tmp_path / "op.npz"), "--threshold", "-1"])
     faces = json.loads(r.stdout)[0]["faces"]
     cut = sorted(f["confidence"] for f in faces)[len(faces) // 2]
-    r = runner.invoke(app, ["detect", photo, "--json", "--model", str(tmp_path / "op.npz"), "--threshold", "-1",
-                            "--min-confidence", str(cut)])
+    r = runner.invoke(
+        app,
+        [
+            "detect",
+            photo,
+            "--json",
+            "--model",
+            str(tmp_path / "op.npz"),
+            "--threshold",
+            "-1",
+            "--min-confidence",
+            str(cut),
+        ],
+    )
     assert r.exit_code == 0 and json.loads(r.stdout)[0]["faces"] == [f for f in faces if f["confidence"] >= cut]
     r = runner.invoke(app, ["detect", photo, "--model", str(tmp_path / "box.npz"), "--min-confidence", "0.5"])
     assert r.exit_code == 2 and "no confidence calibration" in r.stderr
@@ -658,19 +863,48 @@ def test_no_output_replaces_an_input(astro, tmp_path, small_npz, small_model, da
     csv = data_dir / "scenes_annotated_dlib_voc" / "boxes.csv"
     photo = scenes / "2008_002470.jpg"
     kept = {p: p.read_bytes() for p in (data, faces / "0000.png", small_model, photo)}
-    for args in (["train", "--data", str(data), "--out", str(data)],
-                 ["train", "--faces", str(faces), "--nonfaces", str(tmp_path / "pf" / "non-face"),
-                  "--out", str(faces / "0000.png")],
-                 ["bootstrap", "--model", str(small_model), "--negatives", str(scenes), "--out", str(small_model)],
-                 ["calibrate", "--model", str(small_model), "--images", str(scenes), "--annotations", str(csv),
-                  "--out", str(small_model)],
-                 ["evaluate", "--images", str(scenes), "--annotations", str(csv), "--plot", str(photo)]):
+    for args in (
+        ["train", "--data", str(data), "--out", str(data)],
+        [
+            "train",
+            "--faces",
+            str(faces),
+            "--nonfaces",
+            str(tmp_path / "pf" / "non-face"),
+            "--out",
+            str(faces / "0000.png"),
+        ],
+        ["bootstrap", "--model", str(small_model), "--negatives", str(scenes), "--out", str(small_model)],
+        [
+            "calibrate",
+            "--model",
+            str(small_model),
+            "--images",
+            str(scenes),
+            "--annotations",
+            str(csv),
+            "--out",
+            str(small_model),
+        ],
+        ["evaluate", "--images", str(scenes), "--annotations", str(csv), "--plot", str(photo)],
+    ):
         r = runner.invoke(app, args)
         assert r.exit_code == 2 and "would be overwritten" in r.stderr, (args, r.output)
     assert all(p.read_bytes() == b for p, b in kept.items())
     # a new file beside the inputs is fine: the model is not an image the next run would read
-    r = runner.invoke(app, ["train", "--faces", str(faces), "--nonfaces", str(tmp_path / "pf" / "non-face"),
-                            "--out", str(faces / "model.npz"), "--no-mirror"])
+    r = runner.invoke(
+        app,
+        [
+            "train",
+            "--faces",
+            str(faces),
+            "--nonfaces",
+            str(tmp_path / "pf" / "non-face"),
+            "--out",
+            str(faces / "model.npz"),
+            "--no-mirror",
+        ],
+    )
     assert r.exit_code == 0, r.output
 
 
@@ -688,16 +922,18 @@ def test_evaluate_reports_what_it_left_out(data_dir, tmp_path):
     assert r.exit_code == 0 and "9 images (8 not in the CSV: without faces), 1 face\n" in r.stdout, r.output
     # ./name is the same image; a missing image is reported and its faces are named as left out
     name = test[0].split(",")[1]
-    csv.write_text("\n".join([rows[0], *test, test[0].replace(name, "./" + name),
-                              "test,missing.jpg,,,0,0,20,20"]) + "\n")
+    csv.write_text(
+        "\n".join([rows[0], *test, test[0].replace(name, "./" + name), "test,missing.jpg,,,0,0,20,20"]) + "\n"
+    )
     r = runner.invoke(app, base + ["--annotations", str(csv)])
     assert r.exit_code == 2 and "already on line 2" in r.stderr, r.output
     csv.write_text("\n".join([rows[0], *test, "test,missing.jpg,,,0,0,20,20"]) + "\n")
     r = runner.invoke(app, base + ["--annotations", str(csv)])
     assert r.exit_code == 1 and "missing.jpg" in r.stderr
     # the 4 train images of the folder are not in this CSV: evaluated as images without faces
-    assert ("9 images (4 not in the CSV: without faces), 25 faces; 1 unreadable image with 1 face left out"
-            in r.stdout), r.stdout
+    assert (
+        "9 images (4 not in the CSV: without faces), 25 faces; 1 unreadable image with 1 face left out" in r.stdout
+    ), r.stdout
     # boxes drawn on an image of another size (img_width, img_height) would not match: that image fails
     name, n = test[0].split(",")[1], sum(r.split(",")[1] == test[0].split(",")[1] for r in test)
     resized = [r.split(",") for r in test]
@@ -707,8 +943,9 @@ def test_evaluate_reports_what_it_left_out(data_dir, tmp_path):
     csv.write_text("\n".join([rows[0], *(",".join(row) for row in resized)]) + "\n")
     r = runner.invoke(app, base + ["--annotations", str(csv)])
     assert r.exit_code == 1 and f"{name}: " in r.stderr and "annotated at" in r.stderr, r.output
-    assert (f"8 images (4 not in the CSV: without faces), {25 - n} faces; 1 unreadable image with {n} face"
-            in r.stdout), r.stdout
+    assert (
+        f"8 images (4 not in the CSV: without faces), {25 - n} faces; 1 unreadable image with {n} face" in r.stdout
+    ), r.stdout
     other = ",".join([*resized[0][:4], "1", *resized[0][5:]])  # a new box of that image, at another size
     csv.write_text("\n".join([rows[0], *test, other]) + "\n")
     r = runner.invoke(app, base + ["--annotations", str(csv)])
@@ -716,15 +953,18 @@ def test_evaluate_reports_what_it_left_out(data_dir, tmp_path):
 
 
 def test_bad_patch_arrays_and_out_names_are_usage_errors(astro, tmp_path, small_model):
-    for name, X, y in (("empty", np.zeros((4, 0, 0), np.uint8), np.array([0, 1, 0, 1])),
-                       ("y2d", np.zeros((4, 19, 19), np.uint8), np.array([[0], [1], [0], [1]])),
-                       ("y0d", np.zeros((4, 19, 19), np.uint8), np.array(1))):
+    for name, X, y in (
+        ("empty", np.zeros((4, 0, 0), np.uint8), np.array([0, 1, 0, 1])),
+        ("y2d", np.zeros((4, 19, 19), np.uint8), np.array([[0], [1], [0], [1]])),
+        ("y0d", np.zeros((4, 19, 19), np.uint8), np.array(1)),
+    ):
         np.savez(tmp_path / f"{name}.npz", X=X, y=y)
         for cmd in (["train"], ["bootstrap", "--model", str(small_model), "--negatives", str(tmp_path)]):
             r = runner.invoke(app, [*cmd, "--data", str(tmp_path / f"{name}.npz"), "--out", str(tmp_path / "m.npz")])
             assert r.exit_code == 2 and "--data" in r.stderr and "expected X (n, h, w)" in r.stderr, (name, r.output)
-    r = runner.invoke(app, ["train", "--data", str(tmp_path / "y2d.npz"), "--out", str(tmp_path / "m.npz"),
-                            "--features", "sift"])
+    r = runner.invoke(
+        app, ["train", "--data", str(tmp_path / "y2d.npz"), "--out", str(tmp_path / "m.npz"), "--features", "sift"]
+    )
     assert r.exit_code == 2 and "--features: unknown value 'sift'" in r.stderr
     r = runner.invoke(app, ["detect", str(astro), "--min-size", "2", "--max-size", "5"])  # no scan could find one
     assert r.exit_code == 2 and "--max-size: must be >= 6.2, the smallest face" in r.stderr, r.output
@@ -742,15 +982,20 @@ def test_train_options_of_the_other_classifier_are_refused_and_tol_reaches_pmsvm
     # --tol was silently dropped for pmsvm, and --kernel ... for pmsvm or --p for svc did nothing
     import facedet.bootstrap
     import facedet.detector
+
     monkeypatch.setattr(facedet.bootstrap, "fit_svm", lambda *a, **k: pytest.fail("fitted despite a usage error"))
     monkeypatch.setattr(facedet.detector, "fit_pmsvm", lambda *a, **k: pytest.fail("fitted despite a usage error"))
     base = ["train", "--data", str(small_npz), "--out", str(tmp_path / "x.npz")]
-    for extra, named in ((["--classifier", "pmsvm", "--kernel", "rbf", "--degree", "3"], "--kernel, --degree"),
-                         (["--classifier", "pmsvm", "--gamma", "0.1"], "--gamma"), (["--p", "0"], "--p")):
+    for extra, named in (
+        (["--classifier", "pmsvm", "--kernel", "rbf", "--degree", "3"], "--kernel, --degree"),
+        (["--classifier", "pmsvm", "--gamma", "0.1"], "--gamma"),
+        (["--p", "0"], "--p"),
+    ):
         r = runner.invoke(app, [*base, *extra])
         assert r.exit_code == 2 and f"{named}: not an option of --classifier" in r.stderr, (extra, r.output)
     monkeypatch.undo()
     from facedet import Detector
+
     r = runner.invoke(app, [*base, "--classifier", "pmsvm", "--tol", "0.5", "--no-mirror", "--max-iter", "300"])
     assert r.exit_code == 0, r.output
     assert Detector.load(tmp_path / "x.npz").classifier.tol == 0.5
@@ -759,10 +1004,12 @@ def test_train_options_of_the_other_classifier_are_refused_and_tol_reaches_pmsvm
 def test_train_shifts_stay_inside_the_window(small_npz, tmp_path, monkeypatch):
     # --shifts 30 made 242 copies of each face, most of them the replicated border of the window, and fitted them
     import facedet.bootstrap
+
     monkeypatch.setattr(facedet.bootstrap, "fit_svm", lambda *a, **k: pytest.fail("fitted despite a usage error"))
     r = runner.invoke(app, ["train", "--data", str(small_npz), "--out", str(tmp_path / "x.npz"), "--shifts", "10"])
     assert r.exit_code == 2 and "--shifts" in r.output
     import typer.main
+
     option = next(o for o in typer.main.get_command(app).commands["train"].params if o.name == "shifts")
     assert "0-9" in option.help and "4 copies" in option.help
 
@@ -771,14 +1018,26 @@ def test_negatives_without_a_usable_image_are_a_usage_error(astro, data_dir, tmp
     # calibrate went on without them (exit 0), choosing its operating point on the annotated images alone
     import facedet.bootstrap
     from facedet.detector import default_model_path
+
     monkeypatch.setattr(facedet.bootstrap, "calibrate_box", lambda *a, **k: pytest.fail("calibrated anyway"))
     small = tmp_path / "small"
     small.mkdir()
     write_image(small / "tiny.png", read_rgb(astro)[:10, :10])  # readable, but smaller than a window
     (small / "notes.txt").write_text("no image")
     scenes = data_dir / "scenes_annotated_dlib_voc"
-    base = ["calibrate", "--model", str(default_model_path()), "--images", str(scenes / "images"),
-            "--annotations", str(scenes / "boxes.csv"), "--split", "train", "--out", str(tmp_path / "c.npz")]
+    base = [
+        "calibrate",
+        "--model",
+        str(default_model_path()),
+        "--images",
+        str(scenes / "images"),
+        "--annotations",
+        str(scenes / "boxes.csv"),
+        "--split",
+        "train",
+        "--out",
+        str(tmp_path / "c.npz"),
+    ]
     r = runner.invoke(app, [*base, "--negatives", str(small)])
     assert r.exit_code == 2 and "no readable image of at least 19x19 pixels" in r.stderr, r.output
     r = runner.invoke(app, [*base, "--negatives", str(data_dir / "nonface_scenes"), "--box-only"])
@@ -789,8 +1048,10 @@ def test_negatives_without_a_usable_image_are_a_usage_error(astro, data_dir, tmp
 def test_split_without_data_is_a_usage_error(small_npz, small_model, data_dir, tmp_path):
     # --split was silently ignored without --data (a folder pair, or bootstrap on the support vectors)
     faces = data_dir / "misc_faces_skimage"
-    for args in (["train", "--faces", str(faces), "--nonfaces", str(tmp_path)],
-                 ["bootstrap", "--model", str(small_model), "--negatives", str(faces)]):
+    for args in (
+        ["train", "--faces", str(faces), "--nonfaces", str(tmp_path)],
+        ["bootstrap", "--model", str(small_model), "--negatives", str(faces)],
+    ):
         r = runner.invoke(app, [*args, "--split", "test", "--out", str(tmp_path / "x.npz")])
         assert r.exit_code == 2 and "--split: selects a split of --data" in r.stderr, (args, r.output)
     assert not (tmp_path / "x.npz").exists()
@@ -802,6 +1063,7 @@ def test_min_size_help_gives_the_smallest_face_searched():
     from facedet import load_default
     from facedet.detector import MAX_UPSAMPLE
     from facedet.preprocess import WINDOW
+
     option = next(o for o in typer.main.get_command(app).commands["detect"].params if o.name == "min_size")
     floor = WINDOW / MAX_UPSAMPLE * load_default().box[2]
     assert f"upsampled {MAX_UPSAMPLE}x" in option.help and f"{floor:.1f} px for the shipped model" in option.help
@@ -812,9 +1074,20 @@ def test_annotated_image_or_plot_never_replaces_the_model(astro, small_model, da
     model = tmp_path / "m.png"
     model.write_bytes(small_model.read_bytes())
     scenes = data_dir / "scenes_annotated_dlib_voc"
-    for args in (["detect", str(astro), "--model", str(model), "--out", str(model)],
-                 ["evaluate", "--images", str(scenes / "images"), "--annotations", str(scenes / "boxes.csv"),
-                  "--model", str(model), "--plot", str(model)]):
+    for args in (
+        ["detect", str(astro), "--model", str(model), "--out", str(model)],
+        [
+            "evaluate",
+            "--images",
+            str(scenes / "images"),
+            "--annotations",
+            str(scenes / "boxes.csv"),
+            "--model",
+            str(model),
+            "--plot",
+            str(model),
+        ],
+    ):
         r = runner.invoke(app, args)
         assert r.exit_code == 2 and "is the --model input" in r.stderr, (args, r.output)
     assert model.read_bytes() == small_model.read_bytes()
@@ -826,14 +1099,21 @@ READERS = ["train", "bootstrap", "detect", "evaluate", "calibrate"]  # the comma
 def test_max_pixels_is_one_option_of_every_command_that_reads_images():
     from facedet import cli
     from facedet.imageio import MAX_PIXELS
+
     assert cli._MAX_PIXELS == MAX_PIXELS == 50_000_000  # the default stays 50 MP, written out in the CLI
     commands = typer_command(app).commands
     options = [next(o for o in commands[name].params if o.name == "max_pixels") for name in READERS]
     assert all(o.opts == ["--max-pixels"] and o.default == MAX_PIXELS for o in options)
     assert len({o.help for o in options}) == 1  # one text
     text = options[0].help
-    for said in ("default 50,000,000", "before decoding", "decompression bomb", "exhaust memory", "GB",
-                 "Above 178,956,970 Pillow's own limit is raised"):
+    for said in (
+        "default 50,000,000",
+        "before decoding",
+        "decompression bomb",
+        "exhaust memory",
+        "GB",
+        "Above 178,956,970 Pillow's own limit is raised",
+    ):
         assert said in text, said
     assert not re.search(r"\{\d+\}", text)  # every figure filled in
     r = runner.invoke(app, ["detect", "--help"])
@@ -845,8 +1125,10 @@ def test_detect_max_pixels_both_ways(astro, tmp_path, grey_png):
     r = runner.invoke(app, ["detect", str(astro), "--json", "--max-pixels", "262143"])
     res = json.loads(r.stdout)
     assert r.exit_code == 1 and res[0]["image"] == str(astro) and f"failed {res[0]['error']}\n" in r.stderr
-    assert (f"failed {astro}: 512x512 = 262,144 pixels exceeds the limit of 262,143 (refused before decoding: a "
-            "possible decompression bomb); --max-pixels raises it\n") in r.stderr, r.stderr
+    assert (
+        f"failed {astro}: 512x512 = 262,144 pixels exceeds the limit of 262,143 (refused before decoding: a "
+        "possible decompression bomb); --max-pixels raises it\n"
+    ) in r.stderr, r.stderr
     r = runner.invoke(app, ["detect", str(astro), "--json", "--max-pixels", "262144"])
     assert r.exit_code == 0 and len(json.loads(r.stdout)[0]["faces"]) == 1, r.output
     # the default: a header claiming 10,000 pixels over 50 MP is refused, naming the option (nothing decoded)
@@ -864,11 +1146,18 @@ def test_max_pixels_above_pillows_limit_raises_it_for_the_reads(astro, monkeypat
     # Pillow refuses above twice PIL.Image.MAX_IMAGE_PIXELS (178,956,970 by default); lowered here below the
     # photo's 262,144 pixels, it stands in for a 200-MP photo against the default
     from PIL import Image
+
     monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 100_000)
     r = runner.invoke(app, ["detect", str(astro)])
-    assert r.exit_code == 1 and (f"failed {astro}: 262,144 pixels exceeds Pillow's limit of 200,000 (twice "
-                                 "PIL.Image.MAX_IMAGE_PIXELS) (refused before decoding: a possible decompression "
-                                 "bomb); --max-pixels above 50,000,000 raises it\n") in r.stderr, r.stderr
+    assert (
+        r.exit_code == 1
+        and (
+            f"failed {astro}: 262,144 pixels exceeds Pillow's limit of 200,000 (twice "
+            "PIL.Image.MAX_IMAGE_PIXELS) (refused before decoding: a possible decompression "
+            "bomb); --max-pixels above 50,000,000 raises it\n"
+        )
+        in r.stderr
+    ), r.stderr
     r = runner.invoke(app, ["detect", str(astro), "--json", "--max-pixels", "60000000"])
     assert r.exit_code == 0 and len(json.loads(r.stdout)[0]["faces"]) == 1, r.output
     assert Image.MAX_IMAGE_PIXELS == 100_000  # restored after the read
@@ -876,6 +1165,7 @@ def test_max_pixels_above_pillows_limit_raises_it_for_the_reads(astro, monkeypat
 
 def test_max_pixels_reaches_every_image_a_command_reads(astro, data_dir, small_npz, small_model, tmp_path):
     from facedet.detector import default_model_path
+
     scenes = data_dir / "scenes_annotated_dlib_voc"
     negs = data_dir / "nonface_scenes"
     n_negs = len(list(p for p in negs.rglob("*") if p.suffix.lower() in (".png", ".jpg")))
@@ -885,12 +1175,40 @@ def test_max_pixels_reaches_every_image_a_command_reads(astro, data_dir, small_n
         lines = [line for line in r.stderr.splitlines() if line.endswith("; --max-pixels raises it")]
         return len(lines) == n and all("exceeds the limit of 1,000 (refused before decoding" in x for x in lines)
 
-    r = runner.invoke(app, ["evaluate", "--images", str(scenes / "images"), "--annotations", str(scenes / "boxes.csv"),
-                            "--split", "test", "--plot", str(tmp_path / "pr.png"), *low])
+    r = runner.invoke(
+        app,
+        [
+            "evaluate",
+            "--images",
+            str(scenes / "images"),
+            "--annotations",
+            str(scenes / "boxes.csv"),
+            "--split",
+            "test",
+            "--plot",
+            str(tmp_path / "pr.png"),
+            *low,
+        ],
+    )
     assert r.exit_code == 2 and "no annotated image could be read" in r.stderr and refused(r, 5), r.output
     out = tmp_path / "m.npz"
-    r = runner.invoke(app, ["calibrate", "--model", str(default_model_path()), "--images", str(scenes / "images"),
-                            "--annotations", str(scenes / "boxes.csv"), "--split", "train", "--out", str(out), *low])
+    r = runner.invoke(
+        app,
+        [
+            "calibrate",
+            "--model",
+            str(default_model_path()),
+            "--images",
+            str(scenes / "images"),
+            "--annotations",
+            str(scenes / "boxes.csv"),
+            "--split",
+            "train",
+            "--out",
+            str(out),
+            *low,
+        ],
+    )
     assert r.exit_code == 2 and "no face to calibrate" in r.stderr and refused(r, 4), r.output
     for args in (["train", "--data", str(small_npz)], ["bootstrap", "--model", str(small_model)]):
         r = runner.invoke(app, [*args, "--negatives", str(negs), "--out", str(out), *low])
@@ -921,27 +1239,42 @@ def test_train_on_faces_cut_from_landmark_annotated_photos(data_dir, tmp_path):
     for n in {r.split(",")[1] for r in rows}:
         shutil.copy(web / "images" / n, photos / n)
     csv_path = tmp_path / "points.csv"
-    csv_path.write_text("\n".join([lines[0], *rows, "train,gone.jpg,10,10,30,10,20,20,20,30",
-                                   "val," + rows[0].split(",", 1)[1]]) + "\n")  # a val row: not read
+    csv_path.write_text(
+        "\n".join([lines[0], *rows, "train,gone.jpg,10,10,30,10,20,20,20,30", "val," + rows[0].split(",", 1)[1]]) + "\n"
+    )  # a val row: not read
     nonfaces = tmp_path / "nonfaces"
     nonfaces.mkdir()
     d = np.load(data_dir / "cbcl_face_db1" / "cbcl_face_db1_19x19_uint8.npz")
     for i in range(4548 - 300, 4548):
         write_image(nonfaces / f"n{i}.png", d["X_train"][2429 + i])
     out = tmp_path / "m.npz"
-    r = runner.invoke(app, ["train", "--landmarks", str(csv_path), "--photos", str(photos), "--nonfaces",
-                            str(nonfaces), "--out", str(out)])
+    r = runner.invoke(
+        app,
+        [
+            "train",
+            "--landmarks",
+            str(csv_path),
+            "--photos",
+            str(photos),
+            "--nonfaces",
+            str(nonfaces),
+            "--out",
+            str(out),
+        ],
+    )
     assert r.exit_code == 1, r.output  # gone.jpg
     assert "gone.jpg" in r.stderr
     n_faces = int(re.search(r"trained on (\d+) faces", r.stdout).group(1))
     assert 2 * 20 <= n_faces <= 2 * 25 * 2 and n_faces % 2 == 0  # each face as in the photo and tilted
     assert "and 300 non-faces" in r.stdout
     from facedet import Detector
+
     det = Detector.load(out)
     faces = d["X_train"][:2429]
-    assert np.median(det.score_windows(faces)) > np.median(det.score_windows(d["X_train"][2429:2429 + 1000]))
-    r = runner.invoke(app, ["train", "--photos", str(photos), "--nonfaces", str(nonfaces), "--faces", str(photos),
-                            "--out", str(out)])
+    assert np.median(det.score_windows(faces)) > np.median(det.score_windows(d["X_train"][2429 : 2429 + 1000]))
+    r = runner.invoke(
+        app, ["train", "--photos", str(photos), "--nonfaces", str(nonfaces), "--faces", str(photos), "--out", str(out)]
+    )
     assert r.exit_code == 2 and "--photos" in r.output
 
 

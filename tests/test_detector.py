@@ -1,4 +1,5 @@
 """Detector: the shipped model on astronaut.png, save/load, parameters, bootstrapping, box calibration."""
+
 import warnings
 from pathlib import Path
 
@@ -6,8 +7,16 @@ import numpy as np
 import pytest
 
 from facedet import Detector, load_default
-from facedet.bootstrap import (best_windows, bootstrap, calibrate_box, choose_threshold, fit_prefilter,
-                               mine_negatives, train_detector, training_set)
+from facedet.bootstrap import (
+    best_windows,
+    bootstrap,
+    calibrate_box,
+    choose_threshold,
+    fit_prefilter,
+    mine_negatives,
+    train_detector,
+    training_set,
+)
 from facedet.detector import as_grey
 from facedet.evaluate import iou, read_annotations
 from facedet.imageio import read_grey, read_rgb
@@ -53,14 +62,17 @@ def test_the_library_loads_the_default_model_without_the_cli(tmp_path, monkeypat
     import subprocess
     import sys
 
-    code = ("import sys, facedet; d = facedet.load_default(); "
-            "print(d.threshold, sorted(m for m in ('typer', 'rich', 'facedet.cli') if m in sys.modules))")
+    code = (
+        "import sys, facedet; d = facedet.load_default(); "
+        "print(d.threshold, sorted(m for m in ('typer', 'rich', 'facedet.cli') if m in sys.modules))"
+    )
     monkeypatch.delenv("FACEDET_MODEL", raising=False)
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr
     assert run.stdout.split(" ", 1)[1].strip() == "[]"
     monkeypatch.setenv("FACEDET_MODEL", str(tmp_path / "missing.npz"))  # the override is honoured
     from facedet import default_model_path
+
     assert default_model_path() == tmp_path / "missing.npz"
     with pytest.raises(FileNotFoundError):
         load_default()
@@ -85,9 +97,11 @@ def test_rgb_and_grey_give_the_same_detections(small, astro_path, tmp_path):
     np.testing.assert_array_equal(as_grey(read_rgb(astro_path)), read_grey(astro_path))
     np.testing.assert_allclose(det.detect(read_rgb(astro_path)), det.detect(read_grey(astro_path)))
     # half transparent: an RGBA array is composited over white, as the file is by read_grey
-    rgba = np.dstack([read_rgb(astro_path), np.where(np.arange(512) < 256, 0, 255).astype(np.uint8)[None, :]
-                      .repeat(512, axis=0)])
+    rgba = np.dstack(
+        [read_rgb(astro_path), np.where(np.arange(512) < 256, 0, 255).astype(np.uint8)[None, :].repeat(512, axis=0)]
+    )
     from PIL import Image
+
     Image.fromarray(rgba).save(tmp_path / "rgba.png")
     np.testing.assert_array_equal(as_grey(rgba), read_grey(tmp_path / "rgba.png"))
 
@@ -115,12 +129,20 @@ def test_load_errors(small, tmp_path):
         Detector.load(tmp_path / "svc.npz")
 
 
-@pytest.mark.parametrize("params,match", [
-    ({"stride": 0}, "stride"), ({"scale_factor": 1.0}, "scale_factor"), ({"merge_iou": 0.0}, "merge_iou"),
-    ({"min_neighbors": 0}, "min_neighbors"), ({"box": (0, 0, -1)}, "box"), ({"box": 1.0}, "box"),
-    ({"min_size": 30, "max_size": 20}, "max_size"),
-    ({"scale_factor": 1.0001}, "scale_factor"),  # 46,805 pyramid levels for a 512 px image: as good as a hang
-    ({"stride": 10**9}, "stride")])
+@pytest.mark.parametrize(
+    "params,match",
+    [
+        ({"stride": 0}, "stride"),
+        ({"scale_factor": 1.0}, "scale_factor"),
+        ({"merge_iou": 0.0}, "merge_iou"),
+        ({"min_neighbors": 0}, "min_neighbors"),
+        ({"box": (0, 0, -1)}, "box"),
+        ({"box": 1.0}, "box"),
+        ({"min_size": 30, "max_size": 20}, "max_size"),
+        ({"scale_factor": 1.0001}, "scale_factor"),  # 46,805 pyramid levels for a 512 px image: as good as a hang
+        ({"stride": 10**9}, "stride"),
+    ],
+)
 def test_bad_parameters(small, params, match):
     with pytest.raises((ValueError, TypeError), match=match):
         small[0].with_params(**params)
@@ -149,8 +171,11 @@ def test_load_refuses_a_broken_prefilter(small, tmp_path, rewrite_model, edit):
 
     def tamper(header, arrays):
         w, t = arrays["prefilter.weights"], arrays["prefilter.thresholds"]
-        arrays["prefilter.weights"] = {"nan weights": np.full_like(w, np.nan), "zero weights": 0 * w,
-                                       "complex weights": w.astype(complex)}.get(edit, w)
+        arrays["prefilter.weights"] = {
+            "nan weights": np.full_like(w, np.nan),
+            "zero weights": 0 * w,
+            "complex weights": w.astype(complex),
+        }.get(edit, w)
         arrays["prefilter.thresholds"] = np.full_like(t, np.nan) if edit == "nan thresholds" else t
 
     with pytest.raises(ValueError, match="Prefilter"):
@@ -161,21 +186,27 @@ def _edit_classifier(**params):
     return lambda h, a: h["classifier"]["params"].update(params)
 
 
-@pytest.mark.parametrize("edit,match", [
-    # the cascade was silently dropped (the shipped model then found 5 boxes in astronaut.png, not 1)
-    (lambda h, a: h.update(prefilter=False), r"the header says prefilter: false, but the file holds the "
-                                             r"prefilter's arrays \(prefilter.weights, prefilter.thresholds\)"),
-    (lambda h, a: h.update(prefilter="yes"), r"prefilter: expected true or false, got 'yes'"),
-    (lambda h, a: a.pop("prefilter.thresholds"), r"prefilter: true, but the file lacks prefilter.thresholds"),
-    (lambda h, a: h.pop("prefilter"), r"prefilter: false, but the file holds"),  # (absent: no cascade)
-    (lambda h, a: a.update({"scores": np.zeros(3)}), r"unknown arrays \['scores'\]"),
-    (lambda h, a: h.update(featues="hog"), r"unknown header fields \['featues'\]"),  # (a typo, else ignored)
-    (lambda h, a: h["classifier"].update(note="x"), "classifier must hold exactly class, params and meta"),
-    # the kernel edited: scored at ~390 instead of ~4 (linear), or a gamma it did not use
-    (_edit_classifier(kernel="linear"), r"gamma_ is 0.0035.*, but the linear kernel has no width"),
-    (_edit_classifier(gamma=0.5), r"gamma_ is 0.0035.*, but gamma=0.5"),
-    (lambda h, a: h["classifier"]["meta"].update(gamma_=0.5), r"gamma_ is 0.5, but gamma='auto' \(1/283 = "),
-])
+@pytest.mark.parametrize(
+    "edit,match",
+    [
+        # the cascade was silently dropped (the shipped model then found 5 boxes in astronaut.png, not 1)
+        (
+            lambda h, a: h.update(prefilter=False),
+            r"the header says prefilter: false, but the file holds the "
+            r"prefilter's arrays \(prefilter.weights, prefilter.thresholds\)",
+        ),
+        (lambda h, a: h.update(prefilter="yes"), r"prefilter: expected true or false, got 'yes'"),
+        (lambda h, a: a.pop("prefilter.thresholds"), r"prefilter: true, but the file lacks prefilter.thresholds"),
+        (lambda h, a: h.pop("prefilter"), r"prefilter: false, but the file holds"),  # (absent: no cascade)
+        (lambda h, a: a.update({"scores": np.zeros(3)}), r"unknown arrays \['scores'\]"),
+        (lambda h, a: h.update(featues="hog"), r"unknown header fields \['featues'\]"),  # (a typo, else ignored)
+        (lambda h, a: h["classifier"].update(note="x"), "classifier must hold exactly class, params and meta"),
+        # the kernel edited: scored at ~390 instead of ~4 (linear), or a gamma it did not use
+        (_edit_classifier(kernel="linear"), r"gamma_ is 0.0035.*, but the linear kernel has no width"),
+        (_edit_classifier(gamma=0.5), r"gamma_ is 0.0035.*, but gamma=0.5"),
+        (lambda h, a: h["classifier"]["meta"].update(gamma_=0.5), r"gamma_ is 0.5, but gamma='auto' \(1/283 = "),
+    ],
+)
 def test_load_refuses_a_header_that_does_not_describe_its_arrays(small, tmp_path, rewrite_model, edit, match):
     path = small[0].save(tmp_path / "m.npz")
     bad = tmp_path / "bad.npz"
@@ -184,14 +215,19 @@ def test_load_refuses_a_header_that_does_not_describe_its_arrays(small, tmp_path
     assert str(info.value).startswith(f"{bad}: invalid facedet detector (")
 
 
-def test_shipped_model_edited_to_drop_its_prefilter_is_refused_and_scan_settings_stay_editable(tmp_path,
-                                                                                               rewrite_model):
+def test_shipped_model_edited_to_drop_its_prefilter_is_refused_and_scan_settings_stay_editable(tmp_path, rewrite_model):
     from facedet import default_model_path
+
     with pytest.raises(ValueError, match="prefilter: false, but the file holds"):
         Detector.load(rewrite_model(default_model_path(), tmp_path / "bad.npz", lambda h, a: h.update(prefilter=False)))
     # the scanning parameters are the user's (as detect --threshold ...): an edited one is the model asked for
-    ok = Detector.load(rewrite_model(default_model_path(), tmp_path / "ok.npz", lambda h, a: h["params"].update(
-        threshold=0.5, min_neighbors=2, box=[0.0, 0.0, 1.5])))
+    ok = Detector.load(
+        rewrite_model(
+            default_model_path(),
+            tmp_path / "ok.npz",
+            lambda h, a: h["params"].update(threshold=0.5, min_neighbors=2, box=[0.0, 0.0, 1.5]),
+        )
+    )
     assert (ok.threshold, ok.min_neighbors, ok.box) == (0.5, 2, (0.0, 0.0, 1.5))
     assert ok.prefilter is not None and ok.classifier.support_.size == load_default().classifier.support_.size
 
@@ -202,9 +238,12 @@ def test_training_helpers_refuse_bad_input_before_any_work(small, negatives):
     for y, match in ((np.ones(4, int), "training needs both"), (np.ones((4, 1), int), "labels")):
         with pytest.raises(ValueError, match=match):
             training_set(X, y)
-    for kw, match in (({"features": F}, "without labels"), ({"labels": labels}, "without features"),
-                      ({"features": F[:, :10], "labels": labels}, "expected features"),
-                      ({"features": F, "labels": labels[:-1]}, "expected features")):
+    for kw, match in (
+        ({"features": F}, "without labels"),
+        ({"labels": labels}, "without features"),
+        ({"features": F[:, :10], "labels": labels}, "expected features"),
+        ({"features": F, "labels": labels[:-1]}, "expected features"),
+    ):
         with pytest.raises(ValueError, match=match):
             bootstrap(det, negatives, 1, **kw)
     with pytest.raises(ValueError, match="rounds"):
@@ -223,9 +262,14 @@ def test_bootstrap_refuses_bad_labels_rows_and_counts_before_scanning(negatives,
     labels = np.r_[np.ones(10, np.int64), np.zeros(10, np.int64)]
     with monkeypatch.context() as m:
         m.setattr(Detector, "scan_windows", lambda *a, **k: pytest.fail("scanned before the checks"))
-        for kw, match in (({"labels": labels * 2}, "labels must be 0"), ({"features": F * np.nan}, "finite"),
-                          ({"max_per_image": -1}, "max_per_image"), ({"max_per_image": 2.5}, "max_per_image"),
-                          ({"svm_params": {"C": -1.0}}, "C: must be > 0"), ({"svm_params": {"degree": 0}}, "degree")):
+        for kw, match in (
+            ({"labels": labels * 2}, "labels must be 0"),
+            ({"features": F * np.nan}, "finite"),
+            ({"max_per_image": -1}, "max_per_image"),
+            ({"max_per_image": 2.5}, "max_per_image"),
+            ({"svm_params": {"C": -1.0}}, "C: must be > 0"),
+            ({"svm_params": {"degree": 0}}, "degree"),
+        ):
             with pytest.raises((ValueError, TypeError), match=match):
                 bootstrap(det, negatives[:1], 1, **{"features": F, "labels": labels, **kw})
     with pytest.raises(ValueError, match="max_per_image"):
@@ -295,6 +339,7 @@ def test_box_calibration_on_train_split(data_dir):
 
 def test_choose_threshold_maximises_f1(small, data_dir, negatives):
     from facedet.bootstrap import choose_threshold
+
     scenes = data_dir / "scenes_annotated_dlib_voc"
     truth, _ = read_annotations(scenes / "boxes.csv", split="train")["2007_007763.jpg"]
     items = [(read_grey(scenes / "images" / "2007_007763.jpg"), truth), (negatives[0], np.zeros((0, 4)))]
@@ -313,10 +358,14 @@ def test_choose_threshold_checks_its_arguments_before_scanning(astro_path, monke
     face = ASTRONAUT_FACE - [120, 40, 0, 0]
     with monkeypatch.context() as m:
         m.setattr(Detector, "scan_windows", lambda *a, **k: pytest.fail("scanned before the checks"))
-        for kw, match in (({"candidates": []}, "candidates"), ({"candidates": [np.nan, 1.0]}, "candidates"),
-                          ({"neighbors": ()}, "neighbors"), ({"neighbors": (1, 0)}, "neighbors"),
-                          ({"items": [(img, [[100, 50, 0, 86]])]}, "width and height"),
-                          ({"items": [(img, [[np.nan, 50, 86, 86]])]}, "NaN")):
+        for kw, match in (
+            ({"candidates": []}, "candidates"),
+            ({"candidates": [np.nan, 1.0]}, "candidates"),
+            ({"neighbors": ()}, "neighbors"),
+            ({"neighbors": (1, 0)}, "neighbors"),
+            ({"items": [(img, [[100, 50, 0, 86]])]}, "width and height"),
+            ({"items": [(img, [[np.nan, 50, 86, 86]])]}, "NaN"),
+        ):
             with pytest.raises(ValueError, match=match):
                 choose_threshold(det, **{"items": [(img, face)], **kw})
     rows = choose_threshold(det, [(img, face)], candidates=[1.0, 2.0], neighbors=(1,))[1]
@@ -326,6 +375,7 @@ def test_choose_threshold_checks_its_arguments_before_scanning(astro_path, monke
 
 def test_plateau_top():
     from facedet.bootstrap import plateau_top
+
     f1 = np.array([[0.5, 0.6], [0.8, 0.8], [0.8, 0.8], [0.7, 0.8], [0.8, 0.8], [0.8, 0.7]])
     assert plateau_top(f1) == (4, 1)  # column 1 holds the longest run (rows 1-4): its last row
     assert plateau_top(f1[:, :1]) == (2, 0)  # two runs of length 2 (rows 1-2, 4-5): the first one's end
@@ -338,13 +388,18 @@ def test_plateau_top():
 def small_pmsvm(data_dir, negatives):
     """A PmSVM + HOG detector trained on 1,000 CBCL patches (about a second)."""
     from facedet.detector import train_pmsvm_detector
+
     d = np.load(data_dir / "cbcl_face_db1" / "cbcl_face_db1_19x19_uint8.npz")
     rng = np.random.default_rng(1)
     idx = np.r_[rng.choice(2429, 400, replace=False), 2429 + rng.choice(4548, 600, replace=False)]
     with warnings.catch_warnings():  # its binary problem uses up PmSVM's default 100 epochs; no test of convergence
         warnings.filterwarnings("ignore", "PmSVM: .* stopped at max_iter", RuntimeWarning)
-        det, _, _ = train_pmsvm_detector(d["X_train"][idx], d["y_train"][idx].astype(np.int64),
-                                         negative_images=negatives[:1], prefilter_params={"n_random": 300})
+        det, _, _ = train_pmsvm_detector(
+            d["X_train"][idx],
+            d["y_train"][idx].astype(np.int64),
+            negative_images=negatives[:1],
+            prefilter_params={"n_random": 300},
+        )
     return det
 
 
@@ -352,6 +407,7 @@ def test_pmsvm_scan_scores_are_the_lookup_table_decision(small_pmsvm, astro_path
     from svmcore import PmSVM
     from facedet.features import hog_features
     from facedet.scoring import LUTScorer
+
     det = small_pmsvm.with_params(threshold=-1e9)
     clf = det.classifier
     assert isinstance(clf, PmSVM) and det.features == "hog" and isinstance(det._scorer, LUTScorer)
@@ -364,6 +420,7 @@ def test_pmsvm_scan_scores_are_the_lookup_table_decision(small_pmsvm, astro_path
 
 def test_pmsvm_detector_save_load_roundtrip(small_pmsvm, astro_path, tmp_path):
     import json
+
     det = small_pmsvm.with_params(threshold=0.3, min_neighbors=1)
     path = det.save(tmp_path / "pm.npz")
     again = Detector.load(path)
@@ -383,6 +440,7 @@ def test_pmsvm_detector_of_one_unit_for_all_features_loads(small_pmsvm, astro_pa
     # detector files written before per-feature units hold the PmSVM's x_max_ as one number in the header
     from facedet.features import hog_features
     from svmcore.pmsvm import lut_decision
+
     det = small_pmsvm.with_params(threshold=-1e9)
     clf = det.classifier
     s = float(clf.x_max_.max())
@@ -390,12 +448,14 @@ def test_pmsvm_detector_of_one_unit_for_all_features_loads(small_pmsvm, astro_pa
     def old_file(h, a):
         del a["classifier.x_max_"]
         h["classifier"]["meta"]["x_max_"] = s
+
     old = Detector.load(rewrite_model(det.save(tmp_path / "pm.npz"), tmp_path / "old.npz", old_file))
     np.testing.assert_array_equal(old.classifier.x_max_, np.full(clf.coef_.shape[1], s))
     boxes, windows = old.scan_windows(read_grey(astro_path), return_windows=True)
     F = hog_features(windows)
-    np.testing.assert_allclose(boxes[:, 4], lut_decision(F, clf.table_, s, clf.intercept_)[:, 0], rtol=1e-12,
-                               atol=1e-12)
+    np.testing.assert_allclose(
+        boxes[:, 4], lut_decision(F, clf.table_, s, clf.intercept_)[:, 0], rtol=1e-12, atol=1e-12
+    )
 
 
 def test_pmsvm_detector_without_lookup_table(small_pmsvm, astro_path, tmp_path):
@@ -404,6 +464,7 @@ def test_pmsvm_detector_without_lookup_table(small_pmsvm, astro_path, tmp_path):
     import copy
 
     from facedet.features import hog_features
+
     clf = copy.deepcopy(small_pmsvm.classifier).set_params(lut_bins=None)
     det = Detector(clf, small_pmsvm.prefilter, **{**small_pmsvm.params(), "threshold": -1e9}, features="hog")
     boxes, windows = det.scan_windows(read_grey(astro_path), return_windows=True)
@@ -440,6 +501,7 @@ def test_classifier_and_features_must_match(small, small_pmsvm):
 @pytest.mark.filterwarnings("ignore:PmSVM. .* stopped at max_iter:RuntimeWarning")  # as small_pmsvm's fit
 def test_bootstrap_refits_a_pmsvm_on_its_features(small_pmsvm, data_dir, negatives):
     from facedet.bootstrap import training_set
+
     with pytest.raises(ValueError, match="no training rows"):
         bootstrap(small_pmsvm, negatives[:1], 1)
     d = np.load(data_dir / "cbcl_face_db1" / "cbcl_face_db1_19x19_uint8.npz")
@@ -479,6 +541,7 @@ def test_min_and_max_size_bound_the_face_boxes(astro_path):
 def test_detector_refuses_a_prefilter_or_classes_it_cannot_use(small):
     det, F, labels = small
     import svmcore
+
     with pytest.raises(TypeError, match="prefilter: expected a facedet.scoring.Prefilter"):
         Detector(det.classifier, "abc")
     Detector(svmcore.SVC(kernel="linear").fit(F, np.where(labels == 1, 1, -1)))  # the SVM convention is fine

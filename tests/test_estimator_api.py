@@ -3,7 +3,6 @@ unusable before fit with a clear error, and ``svmcore.load`` refuses a file whos
 learned values are missing or invalid instead of silently building another model. Real data: CBCL
 patches (pixels in [0, 1], nonnegative, so PmSVM takes them too)."""
 
-
 import json
 import numbers
 import os
@@ -33,8 +32,9 @@ PMSVM_AT_MAX_ITER = pytest.mark.filterwarnings("ignore:PmSVM. .* stopped at max_
 
 CLASSIFIERS = [
     lambda: svmcore.SVC(kernel="poly", degree=2, gamma=1 / 361, coef0=1.0),
-    lambda: svmcore.SVC(kernel="poly", degree=2, gamma=1 / 361, coef0=1.0, class_weight="balanced",
-                        probability=True, random_state=0),
+    lambda: svmcore.SVC(
+        kernel="poly", degree=2, gamma=1 / 361, coef0=1.0, class_weight="balanced", probability=True, random_state=0
+    ),
     lambda: svmcore.PmSVM(random_state=0),
     lambda: svmcore.TopKSVM(k=1, C=1.0, random_state=0),
 ]
@@ -53,8 +53,9 @@ def test_sklearn_model_selection_works(make, patches):
     np.testing.assert_allclose(cross_val_score(make(), X, y, cv=3), manual(), rtol=1e-12)
     grid = GridSearchCV(make(), {"C": [0.1, 10.0]}, cv=3).fit(X, y)
     means = {C: np.mean(manual(C=C)) for C in (0.1, 10.0)}
-    assert (grid.best_score_ == pytest.approx(max(means.values()))
-            and means[grid.best_params_["C"]] == max(means.values()))
+    assert grid.best_score_ == pytest.approx(max(means.values())) and means[grid.best_params_["C"]] == max(
+        means.values()
+    )
     scaled = MinMaxScaler().fit_transform(X)
     pipe = make_pipeline(MinMaxScaler(), clone(make())).fit(X, y)
     np.testing.assert_array_equal(pipe.predict(X), make().fit(scaled, y).predict(scaled))
@@ -62,8 +63,10 @@ def test_sklearn_model_selection_works(make, patches):
 
 def test_precomputed_kernels_are_sliced_as_kernels(patches):
     X, y = patches  # model selection must cut K[train][:, train] and K[test][:, train], not rows only
-    np.testing.assert_allclose(cross_val_score(svmcore.SVC(kernel="precomputed"), X @ X.T, y, cv=3),
-                               cross_val_score(svmcore.SVC(kernel="linear"), X, y, cv=3))
+    np.testing.assert_allclose(
+        cross_val_score(svmcore.SVC(kernel="precomputed"), X @ X.T, y, cv=3),
+        cross_val_score(svmcore.SVC(kernel="linear"), X, y, cv=3),
+    )
 
 
 @pytest.mark.parametrize("make", CLASSIFIERS + [lambda: svmcore.OneClassSVM(nu=0.2)])
@@ -83,14 +86,17 @@ def test_not_fitted_error(make, patches, tmp_path):
 
 
 @PMSVM_AT_MAX_ITER
-@pytest.mark.parametrize("make, change", [
-    (lambda: svmcore.SVC(), dict(kernel="linear")),
-    (lambda: svmcore.SVC(kernel="poly", degree=2, gamma=1 / 361, coef0=1.0), dict(degree=3, coef0=0.0)),
-    (lambda: svmcore.SVC(), dict(kernel="precomputed")),
-    (lambda: svmcore.OneClassSVM(nu=0.2), dict(kernel="linear")),
-    (lambda: svmcore.PmSVM(random_state=0), dict(multi_class="ovo")),
-    (lambda: svmcore.TopKSVM(random_state=0), dict(kernel="rbf")),
-])
+@pytest.mark.parametrize(
+    "make, change",
+    [
+        (lambda: svmcore.SVC(), dict(kernel="linear")),
+        (lambda: svmcore.SVC(kernel="poly", degree=2, gamma=1 / 361, coef0=1.0), dict(degree=3, coef0=0.0)),
+        (lambda: svmcore.SVC(), dict(kernel="precomputed")),
+        (lambda: svmcore.OneClassSVM(nu=0.2), dict(kernel="linear")),
+        (lambda: svmcore.PmSVM(random_state=0), dict(multi_class="ovo")),
+        (lambda: svmcore.TopKSVM(random_state=0), dict(kernel="rbf")),
+    ],
+)
 def test_set_params_after_fit_takes_effect_at_the_next_fit(make, change, patches, tmp_path):
     X, y = patches  # a fitted model keeps scoring, and saving, as fitted: never an rbf model under a linear kernel
     y = y + (X[:, 0] > 0.5)  # three classes, so that PmSVM's multi_class matters
@@ -100,8 +106,9 @@ def test_set_params_after_fit_takes_effect_at_the_next_fit(make, change, patches
     np.testing.assert_array_equal(m.decision_function(X), before)
     np.testing.assert_array_equal(svmcore.load(m.save(tmp_path / "m.npz")).decision_function(X), before)
     if change.get("kernel") != "precomputed":  # the next fit uses the new values
-        np.testing.assert_array_equal(m.fit(X, y).decision_function(X),
-                                      make().set_params(**change).fit(X, y).decision_function(X))
+        np.testing.assert_array_equal(
+            m.fit(X, y).decision_function(X), make().set_params(**change).fit(X, y).decision_function(X)
+        )
         assert not np.allclose(m.decision_function(X), before)
 
 
@@ -122,14 +129,24 @@ def test_score_needs_one_label_per_row_and_takes_sample_weight(patches):
 @PMSVM_AT_MAX_ITER
 def test_numbers_of_any_type_reach_the_solvers_as_plain_numbers(patches):
     X, y = patches  # numpy scalars of any dtype and other numbers (Fraction): numba's solvers take int and float
-    for make, odd in ((svmcore.SVC, dict(C=Fraction(1, 2), tol=np.float16(1e-3), cache_size=np.float32(50),
-                                         working_set_size=np.int8(16), max_iter=np.uint16(60000))),
-                      (svmcore.OneClassSVM, dict(nu=Fraction(1, 5), tol=np.float16(1e-3))),
-                      (svmcore.PmSVM, dict(C=Fraction(1, 2), lut_bins=np.int16(1000), max_iter=np.int8(100),
-                                           random_state=0))):
+    for make, odd in (
+        (
+            svmcore.SVC,
+            dict(
+                C=Fraction(1, 2),
+                tol=np.float16(1e-3),
+                cache_size=np.float32(50),
+                working_set_size=np.int8(16),
+                max_iter=np.uint16(60000),
+            ),
+        ),
+        (svmcore.OneClassSVM, dict(nu=Fraction(1, 5), tol=np.float16(1e-3))),
+        (svmcore.PmSVM, dict(C=Fraction(1, 2), lut_bins=np.int16(1000), max_iter=np.int8(100), random_state=0)),
+    ):
         plain = {k: int(v) if isinstance(v, numbers.Integral) else float(v) for k, v in odd.items()}
-        np.testing.assert_array_equal(make(**odd).fit(X, y).decision_function(X),
-                                      make(**plain).fit(X, y).decision_function(X))
+        np.testing.assert_array_equal(
+            make(**odd).fit(X, y).decision_function(X), make(**plain).fit(X, y).decision_function(X)
+        )
 
 
 def test_kernel_parameters_of_other_kernels_are_ignored(patches):
@@ -163,8 +180,10 @@ def test_small_things_users_pass(patches, tmp_path):
     with pytest.raises(ValueError, match="1-D list of the class labels"):
         svmcore.TopKSVM().fit(X, y, classes=2)
     # headers are strict JSON (-inf spelled out) and a Fraction is saved as the float the solver used
-    for est, name, value in ((svmcore.PmSVM(p=-np.inf, random_state=0), "p", -np.inf),
-                             (svmcore.SVC(C=Fraction(1, 2)), "C", 0.5)):
+    for est, name, value in (
+        (svmcore.PmSVM(p=-np.inf, random_state=0), "p", -np.inf),
+        (svmcore.SVC(C=Fraction(1, 2)), "C", 0.5),
+    ):
         path = est.fit(X, y).save(tmp_path / "m.npz")
         with np.load(path) as npz:
             header = json.loads(npz["__header__"].tobytes(), parse_constant=lambda c: pytest.fail(f"JSON has {c}"))
@@ -179,8 +198,11 @@ def test_asymmetric_precomputed_kernels_are_refused(patches):
     assert svmcore.SVC(kernel="precomputed").fit(K32, y).score(K32, y) > 0.9
     K = X @ X.T
     K[0, 1] += 1.0
-    for est in (svmcore.SVC(kernel="precomputed"), svmcore.OneClassSVM(kernel="precomputed"),
-                svmcore.TopKSVM(kernel="precomputed")):
+    for est in (
+        svmcore.SVC(kernel="precomputed"),
+        svmcore.OneClassSVM(kernel="precomputed"),
+        svmcore.TopKSVM(kernel="precomputed"),
+    ):
         with pytest.raises(ValueError, match="symmetric"):
             est.fit(K, y)
 
@@ -200,13 +222,18 @@ def test_string_labels_from_object_arrays(patches):
 
 def test_labels_of_mixed_or_complex_types_and_huge_integer_parameters_are_refused(patches):
     X, y = patches
-    for labels, match in (([1, "a"] * 2, "a mix of strings and other labels"),
-                          (np.array([1j, 2j] * 2), "complex labels")):
+    for labels, match in (
+        ([1, "a"] * 2, "a mix of strings and other labels"),
+        (np.array([1j, 2j] * 2), "complex labels"),
+    ):
         with pytest.raises(ValueError, match=match):
             svmcore.SVC().fit(X[:4], labels)
     # beyond int64 numba and the epoch counters cannot take them: a clear error, not a TypingError
-    for est in (svmcore.SVC(kernel="poly", degree=2**64), svmcore.PmSVM(max_iter=2**64),
-                svmcore.TopKSVM(max_epochs=2**64)):
+    for est in (
+        svmcore.SVC(kernel="poly", degree=2**64),
+        svmcore.PmSVM(max_iter=2**64),
+        svmcore.TopKSVM(max_epochs=2**64),
+    ):
         with pytest.raises(ValueError, match="must be at most 9223372036854775807"):
             est.fit(X, y)
     with pytest.raises(ValueError, match="LinearSVMPlus|max_iter"):
@@ -243,44 +270,56 @@ def test_failed_pmsvm_refit_keeps_the_old_model(patches):
     assert not hasattr(m, "alpha_")  # the dual variables of the first fit do not describe this one
 
 
-@pytest.mark.parametrize("edit,match", [
-    (lambda h, a: h.update(params={}), "missing parameters"),
-    (lambda h, a: h["params"].update(C=-1.0), "C: must be > 0"),
-    (lambda h, a: h["params"].update(degree=0), "degree"),
-    (lambda h, a: h["params"].update(degree=2.7), "degree"),
-    (lambda h, a: h["params"].update(kernel="sigmoid"), "kernel"),
-    (lambda h, a: h["meta"].update(gamma_="abc"), "gamma_ must be a finite number"),
-    (lambda h, a: h["meta"].update(gamma_=-5.0), "gamma_ must be > 0"),
-    (lambda h, a: a.update(support_vectors_=a["support_vectors_"].astype(complex)), "expected numbers"),
-    (lambda h, a: a.update(support_=np.array(3)), "support_"),
-    (lambda h, a: a.update(support_=a["support_"].astype(float)), "integer"),
-    (lambda h, a: h["params"].update(class_weight=[[5, 1.0]]), r"class_weight: labels \[5\]"),
-    (lambda h, a: h["params"].update(class_weight={"1": 2.0}), r"class_weight: labels \['1'\]"),  # JSON keys
-    (lambda h, a: h["params"].update(class_weight=[[1, -2.0]]), r"class_weight\[1\]: must be >= 0"),
-    (lambda h, a: h["params"].update(class_weight=[[1]]), "pairs"),
-    (lambda h, a: h["params"].update(class_weight=[[1, 2.0], [1, 3.0]]), "more than once"),
-    (lambda h, a: h["params"].update(class_weight="heavy"), "class_weight: unknown value"),
-    (lambda h, a: h["params"].update(probability=1), "probability: expected a bool"),
-    (lambda h, a: h.update({"class": ["SVC"]}), "unknown model class"),
-    (lambda h, a: a.update(classes_=a["classes_"][None, :]), "classes_ must"),
-    (lambda h, a: a.update(classes_=a["classes_"][[0, 0]]), "distinct labels"),
-    (lambda h, a: h["meta"].update(n_features_in_=1e9), "n_features_in_ must be a count"),
-    (lambda h, a: h.update(format_version=True), "unsupported format version True"),  # a JSON bool is no version
-    (lambda h, a: a.update(not_a_field_=np.arange(5)), r"unknown arrays \['not_a_field_'\]"),
-    (lambda h, a: h["meta"].update(extra_=1.0), r"unknown values \['extra_'\]"),
-    (lambda h, a: a.update(probA_=np.zeros(1), probB_=np.zeros(1)), "probA_/probB_ are stored, but probability=False"),
-    (lambda h, a: h["params"].update(verbose={"any": "json"}), "verbose: expected a bool"),
-    # learned floats stored as bool or int (an edited file) scored as another model, or failed in numpy (-bool)
-    (lambda h, a: a.update(dual_coef_=a["dual_coef_"] > 0), r"'dual_coef_' has dtype bool; expected numbers \(floats"),
-    (lambda h, a: a.update(intercept_=a["intercept_"].astype(np.int64)), r"'intercept_' .* \(floats\)"),
-    (lambda h, a: h["meta"].update(objective_=10**400), "objective_ must be a finite number"),  # np.isfinite: TypeError
-    (lambda h, a: h["params"].update(C=10**400), "C: must be finite"),
-    # a header edited after fit: scoring uses gamma_, so the file would state a model it does not hold (audit 27)
-    (lambda h, a: h["params"].update(gamma=0.5), r"gamma_ is 0.1, but gamma=0.5: the model does not have"),
-    (lambda h, a: h["meta"].update(gamma_=0.2), r"gamma_ is 0.2, but gamma=0.1"),
-    (lambda h, a: h["params"].update(gamma="auto"), r"gamma_ is 0.1, but gamma='auto' \(1/361 = 0.00277"),
-    (lambda h, a: h["params"].update(kernel="linear"), "gamma_ is 0.1, but the linear kernel has no width"),
-])
+@pytest.mark.parametrize(
+    "edit,match",
+    [
+        (lambda h, a: h.update(params={}), "missing parameters"),
+        (lambda h, a: h["params"].update(C=-1.0), "C: must be > 0"),
+        (lambda h, a: h["params"].update(degree=0), "degree"),
+        (lambda h, a: h["params"].update(degree=2.7), "degree"),
+        (lambda h, a: h["params"].update(kernel="sigmoid"), "kernel"),
+        (lambda h, a: h["meta"].update(gamma_="abc"), "gamma_ must be a finite number"),
+        (lambda h, a: h["meta"].update(gamma_=-5.0), "gamma_ must be > 0"),
+        (lambda h, a: a.update(support_vectors_=a["support_vectors_"].astype(complex)), "expected numbers"),
+        (lambda h, a: a.update(support_=np.array(3)), "support_"),
+        (lambda h, a: a.update(support_=a["support_"].astype(float)), "integer"),
+        (lambda h, a: h["params"].update(class_weight=[[5, 1.0]]), r"class_weight: labels \[5\]"),
+        (lambda h, a: h["params"].update(class_weight={"1": 2.0}), r"class_weight: labels \['1'\]"),  # JSON keys
+        (lambda h, a: h["params"].update(class_weight=[[1, -2.0]]), r"class_weight\[1\]: must be >= 0"),
+        (lambda h, a: h["params"].update(class_weight=[[1]]), "pairs"),
+        (lambda h, a: h["params"].update(class_weight=[[1, 2.0], [1, 3.0]]), "more than once"),
+        (lambda h, a: h["params"].update(class_weight="heavy"), "class_weight: unknown value"),
+        (lambda h, a: h["params"].update(probability=1), "probability: expected a bool"),
+        (lambda h, a: h.update({"class": ["SVC"]}), "unknown model class"),
+        (lambda h, a: a.update(classes_=a["classes_"][None, :]), "classes_ must"),
+        (lambda h, a: a.update(classes_=a["classes_"][[0, 0]]), "distinct labels"),
+        (lambda h, a: h["meta"].update(n_features_in_=1e9), "n_features_in_ must be a count"),
+        (lambda h, a: h.update(format_version=True), "unsupported format version True"),  # a JSON bool is no version
+        (lambda h, a: a.update(not_a_field_=np.arange(5)), r"unknown arrays \['not_a_field_'\]"),
+        (lambda h, a: h["meta"].update(extra_=1.0), r"unknown values \['extra_'\]"),
+        (
+            lambda h, a: a.update(probA_=np.zeros(1), probB_=np.zeros(1)),
+            "probA_/probB_ are stored, but probability=False",
+        ),
+        (lambda h, a: h["params"].update(verbose={"any": "json"}), "verbose: expected a bool"),
+        # learned floats stored as bool or int (an edited file) scored as another model, or failed in numpy (-bool)
+        (
+            lambda h, a: a.update(dual_coef_=a["dual_coef_"] > 0),
+            r"'dual_coef_' has dtype bool; expected numbers \(floats",
+        ),
+        (lambda h, a: a.update(intercept_=a["intercept_"].astype(np.int64)), r"'intercept_' .* \(floats\)"),
+        (
+            lambda h, a: h["meta"].update(objective_=10**400),
+            "objective_ must be a finite number",
+        ),  # np.isfinite: TypeError
+        (lambda h, a: h["params"].update(C=10**400), "C: must be finite"),
+        # a header edited after fit: scoring uses gamma_, so the file would state a model it does not hold (audit 27)
+        (lambda h, a: h["params"].update(gamma=0.5), r"gamma_ is 0.1, but gamma=0.5: the model does not have"),
+        (lambda h, a: h["meta"].update(gamma_=0.2), r"gamma_ is 0.2, but gamma=0.1"),
+        (lambda h, a: h["params"].update(gamma="auto"), r"gamma_ is 0.1, but gamma='auto' \(1/361 = 0.00277"),
+        (lambda h, a: h["params"].update(kernel="linear"), "gamma_ is 0.1, but the linear kernel has no width"),
+    ],
+)
 def test_load_refuses_invalid_state(edit, match, patches, tmp_path, rewrite_model):
     X, y = patches
     path = svmcore.SVC(kernel="poly", degree=2, gamma=0.1, coef0=1.0).fit(X, y).save(tmp_path / "m.npz")
@@ -292,14 +331,24 @@ def test_load_refuses_a_kernel_width_its_parameters_do_not_give(patches, tmp_pat
     # the rule of SVC's files, for the other estimators with a learned width (svmcore.kernels.check_fitted_gamma)
     X, y = patches
     topk = svmcore.TopKSVM(kernel="rbf", gamma=0.5, random_state=0).fit(X[:60], y[:60]).save(tmp_path / "t.npz")
-    plus = svmcore.KernelSVMPlus(kernel="rbf", kernel_gamma="auto", kernel_star="rbf", kernel_star_gamma=0.5).fit(
-        X[:100], X[:100, :5], y[:100]).save(tmp_path / "p.npz")
+    plus = (
+        svmcore.KernelSVMPlus(kernel="rbf", kernel_gamma="auto", kernel_star="rbf", kernel_star_gamma=0.5)
+        .fit(X[:100], X[:100, :5], y[:100])
+        .save(tmp_path / "p.npz")
+    )
     for path, edit, match in (
-            (topk, lambda h, a: h["params"].update(gamma=0.25), r"gamma_ is 0.5, but gamma=0.25"),
-            (plus, lambda h, a: h["params"].update(kernel_gamma=0.25),
-             r"kernel_gamma_ is 0.00277.*, but kernel_gamma=0.25"),
-            (plus, lambda h, a: h["params"].update(kernel_star_gamma="scale", kernel_star="linear"),
-             r"kernel_star_gamma_ is 0.5, but the linear kernel has no width \(its fit records 0.0\)")):
+        (topk, lambda h, a: h["params"].update(gamma=0.25), r"gamma_ is 0.5, but gamma=0.25"),
+        (
+            plus,
+            lambda h, a: h["params"].update(kernel_gamma=0.25),
+            r"kernel_gamma_ is 0.00277.*, but kernel_gamma=0.25",
+        ),
+        (
+            plus,
+            lambda h, a: h["params"].update(kernel_star_gamma="scale", kernel_star="linear"),
+            r"kernel_star_gamma_ is 0.5, but the linear kernel has no width \(its fit records 0.0\)",
+        ),
+    ):
         with pytest.raises(ValueError, match=match):
             svmcore.load(rewrite_model(path, tmp_path / "bad.npz", edit))
     # the widths fit resolves load: a number, "auto" (1/d), "scale" (of the training rows: not checked)
@@ -312,8 +361,11 @@ def test_files_from_before_new_parameters_still_load(patches, tmp_path, rewrite_
     # SVC files written before class_weight, probability and random_state existed (the shipped detector's)
     X, y = patches
     m = svmcore.SVC(kernel="poly", degree=2, gamma=0.1, coef0=1.0).fit(X, y)
-    old = rewrite_model(m.save(tmp_path / "m.npz"), tmp_path / "old.npz",
-                   lambda h, a: [h["params"].pop(k) for k in ("class_weight", "probability", "random_state", "n_jobs")])
+    old = rewrite_model(
+        m.save(tmp_path / "m.npz"),
+        tmp_path / "old.npz",
+        lambda h, a: [h["params"].pop(k) for k in ("class_weight", "probability", "random_state", "n_jobs")],
+    )
     back = svmcore.load(old)
     assert back.class_weight is None and back.probability is False and back.random_state is None
     assert back.n_jobs is None
@@ -354,23 +406,31 @@ def test_saving_over_a_file_keeps_its_permissions(patches, tmp_path):
 # scikit-learn's own estimator checks; the few expected failures are deliberate
 _SKLEARN_EXPECTED = {
     "check_estimators_unfitted": "svmcore.NotFittedError is not scikit-learn's class: scikit-learn is no runtime "
-                                 "dependency (it is a ValueError and an AttributeError, as scikit-learn's)",
+    "dependency (it is a ValueError and an AttributeError, as scikit-learn's)",
     "check_supervised_y_2d": "a (n, 1) y is ravelled without scikit-learn's DataConversionWarning",
     "check_sample_weight_equivalence_on_dense_data": "weights and repeated rows agree to the solver tolerance, "
-                                                     "not to scikit-learn's 1e-7 (LIBSVM fails it too)",
+    "not to scikit-learn's 1e-7 (LIBSVM fails it too)",
     "check_sample_weight_equivalence_on_sparse_data": "as on dense data",
 }
 
 
-_PMSVM_EXPECTED = {"check_class_weight_classifiers": "its data (make_blobs) has negative features, which an additive "
-                                                      "kernel refuses; tests/test_pmsvm.py checks class_weight"}
+_PMSVM_EXPECTED = {
+    "check_class_weight_classifiers": "its data (make_blobs) has negative features, which an additive "
+    "kernel refuses; tests/test_pmsvm.py checks class_weight"
+}
 
 
 @pytest.mark.filterwarnings("ignore")
-@pytest.mark.parametrize("make, expected", [(svmcore.SVC, {}), (lambda: svmcore.SVC(probability=True), {}),
-                                            (lambda: svmcore.PmSVM(random_state=0), _PMSVM_EXPECTED),
-                                            (lambda: svmcore.TopKSVM(random_state=0), {}),
-                                            (svmcore.OneClassSVM, {})])
+@pytest.mark.parametrize(
+    "make, expected",
+    [
+        (svmcore.SVC, {}),
+        (lambda: svmcore.SVC(probability=True), {}),
+        (lambda: svmcore.PmSVM(random_state=0), _PMSVM_EXPECTED),
+        (lambda: svmcore.TopKSVM(random_state=0), {}),
+        (svmcore.OneClassSVM, {}),
+    ],
+)
 def test_scikit_learn_estimator_checks(make, expected):
     from sklearn.utils.estimator_checks import check_estimator
 
@@ -391,13 +451,15 @@ def test_class_weight_balanced_helps_on_imbalanced_faces(make, cbcl):
     check_class_weight_balanced_classifiers("SVC", make(), X[train], y[train], X[test], y[test], None)
 
 
-
 def test_every_solver_stopped_at_its_cap_warns_convergence(patches):
     X, y = patches  # one class to filter on, as scikit-learn's; still a RuntimeWarning for older filters
     assert issubclass(svmcore.ConvergenceWarning, RuntimeWarning)
-    for fit in (lambda: svmcore.SVC(max_iter=3).fit(X, y), lambda: svmcore.PmSVM(max_iter=1).fit(X, y),
-                lambda: svmcore.TopKSVM(max_epochs=1, tol=1e-9).fit(X, y),
-                lambda: svmcore.LinearSVMPlus(max_iter=1).fit(X, X[:, :5], y)):
+    for fit in (
+        lambda: svmcore.SVC(max_iter=3).fit(X, y),
+        lambda: svmcore.PmSVM(max_iter=1).fit(X, y),
+        lambda: svmcore.TopKSVM(max_epochs=1, tol=1e-9).fit(X, y),
+        lambda: svmcore.LinearSVMPlus(max_iter=1).fit(X, X[:, :5], y),
+    ):
         with pytest.warns(svmcore.ConvergenceWarning):
             fit()
 
@@ -412,8 +474,11 @@ def test_corrupt_headers_and_arrays_of_every_kind_are_refused_with_value_error(p
         svmcore.load(tmp_path / "nested.npz")
     # a learned real stored as a JSON int: a float again, which numba's kernels can type (a TypingError before)
     m = svmcore.OneClassSVM(kernel="rbf", gamma=0.1).fit(X)
-    big = rewrite_model(m.save(tmp_path / "oc.npz"), tmp_path / "big.npz",
-                        lambda h, a: [h["params"].update(gamma=10**30), h["meta"].update(gamma_=10**30)])
+    big = rewrite_model(
+        m.save(tmp_path / "oc.npz"),
+        tmp_path / "big.npz",
+        lambda h, a: [h["params"].update(gamma=10**30), h["meta"].update(gamma_=10**30)],
+    )
     assert isinstance(svmcore.load(big).gamma_, float) and svmcore.load(big).predict(X).shape == (len(X),)
     t = svmcore.TopKSVM(kernel="rbf", random_state=0).fit(X[:60], y[:60])  # a kernel model has no primal weights
     bad = rewrite_model(t.save(tmp_path / "t.npz"), tmp_path / "tbad.npz", lambda h, a: a.update(coef_=np.ones((2, 7))))
@@ -430,19 +495,25 @@ def test_integer_valued_real_parameters_beyond_int64_reach_the_solvers_as_floats
     for est in (svmcore.SVC(C=10**400), svmcore.PmSVM(tol=10**400), svmcore.TopKSVM(C=10**400)):
         with pytest.raises(ValueError, match="must be finite"):  # an OverflowError before
             est.fit(X, y)
-    np.testing.assert_array_equal(svmcore.PmSVM(p=-10**400, random_state=0).fit(X, y).decision_function(X),
-                                  svmcore.PmSVM(p=-np.inf, random_state=0).fit(X, y).decision_function(X))
+    np.testing.assert_array_equal(
+        svmcore.PmSVM(p=-(10**400), random_state=0).fit(X, y).decision_function(X),
+        svmcore.PmSVM(p=-np.inf, random_state=0).fit(X, y).decision_function(X),
+    )
 
 
 def test_kernel_overflow_at_prediction_is_an_error_not_a_silent_class(patches):
     X, y = patches  # poly values of inf - inf gave NaN decision values, which predict read as classes_[0]
     big = (X[:5] - X.mean(axis=0)) * 1e200  # products of both signs: inf - inf
-    for m in (svmcore.SVC(kernel="poly", degree=3, probability=True, random_state=0).fit(X, y),
-              svmcore.OneClassSVM(kernel="poly", degree=3).fit(X)):
+    for m in (
+        svmcore.SVC(kernel="poly", degree=3, probability=True, random_state=0).fit(X, y),
+        svmcore.OneClassSVM(kernel="poly", degree=3).fit(X),
+    ):
         for method in ("decision_function", "predict", "predict_proba"):
             if hasattr(m, method):
-                with (warnings.catch_warnings(),
-                      pytest.raises(ValueError, match="kernel values on these features overflow")):
+                with (
+                    warnings.catch_warnings(),
+                    pytest.raises(ValueError, match="kernel values on these features overflow"),
+                ):
                     warnings.simplefilter("ignore", RuntimeWarning)
                     getattr(m, method)(big)
         assert m.predict(X[:5]).shape == (5,)
@@ -464,12 +535,25 @@ def test_sparse_inputs_of_every_scipy_kind_and_one_dimensional_sparse_arrays(pat
 
     X, y = patches
     X = np.where(X > 0.5, X, 0.0)  # half the pixels zero
-    models = [svmcore.SVC(kernel="rbf").fit(sp.csr_matrix(X), y), svmcore.OneClassSVM().fit(sp.csc_matrix(X)),
-              svmcore.PmSVM(random_state=0).fit(sp.coo_array(X), y),
-              svmcore.TopKSVM(random_state=0).fit(sp.lil_matrix(X), y),
-              svmcore.LinearSVMPlus(max_iter=20, random_state=0).fit(sp.dok_matrix(X), sp.bsr_matrix(X), y)]
-    kinds = (sp.csr_matrix, sp.csc_matrix, sp.coo_matrix, sp.dok_matrix, sp.lil_matrix, sp.bsr_matrix, sp.dia_matrix,
-             sp.csr_array, sp.coo_array, sp.dok_array)
+    models = [
+        svmcore.SVC(kernel="rbf").fit(sp.csr_matrix(X), y),
+        svmcore.OneClassSVM().fit(sp.csc_matrix(X)),
+        svmcore.PmSVM(random_state=0).fit(sp.coo_array(X), y),
+        svmcore.TopKSVM(random_state=0).fit(sp.lil_matrix(X), y),
+        svmcore.LinearSVMPlus(max_iter=20, random_state=0).fit(sp.dok_matrix(X), sp.bsr_matrix(X), y),
+    ]
+    kinds = (
+        sp.csr_matrix,
+        sp.csc_matrix,
+        sp.coo_matrix,
+        sp.dok_matrix,
+        sp.lil_matrix,
+        sp.bsr_matrix,
+        sp.dia_matrix,
+        sp.csr_array,
+        sp.coo_array,
+        sp.dok_array,
+    )
     for m in models:
         dense = m.decision_function(X)
         for kind in kinds:
@@ -479,4 +563,5 @@ def test_sparse_inputs_of_every_scipy_kind_and_one_dimensional_sparse_arrays(pat
                 m.decision_function(one_d)
         with pytest.raises(ValueError, match=r"X: expected a 2-D"):
             m.fit(sp.coo_array(X[0]), y[:1]) if not isinstance(m, svmcore.LinearSVMPlus) else m.fit(
-                sp.coo_array(X[0]), X[:1], y[:1])
+                sp.coo_array(X[0]), X[:1], y[:1]
+            )

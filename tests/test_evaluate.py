@@ -1,5 +1,6 @@
 """facedet.evaluate: box matching, detection metrics and patch ROC, against scikit-learn, an independent
 rasterised IoU, the VOC devkit's AP formula, the dlib XML annotations, and hand-checked cases."""
+
 import xml.etree.ElementTree as ET
 
 import numpy as np
@@ -60,8 +61,9 @@ def test_read_annotations_matches_dlib_xml(boxes_csv):
         ann = read_annotations(boxes_csv, split=split)
         images = ET.parse(folder / xml).getroot().find("images")
         expected = {
-            im.get("file"): np.array([[float(b.get(k)) for k in ("left", "top", "width", "height")]
-                                      for b in im.findall("box")])
+            im.get("file"): np.array(
+                [[float(b.get(k)) for k in ("left", "top", "width", "height")] for b in im.findall("box")]
+            )
             for im in images.findall("image")
         }
         assert list(ann) == list(expected)
@@ -88,8 +90,10 @@ def test_read_image_sizes_are_the_real_images_sizes(boxes_csv, tmp_path):
 
 def test_read_annotations_ignore_and_faceless_rows(tmp_path):
     path = tmp_path / "a.csv"
-    path.write_text("image,x,y,w,h,ignore\n"
-                    "a.jpg,1,2,3,4,0\na.jpg,5,6,7.5,8,TRUE\nb.jpg,1,1,2,2,\nempty.jpg,,,,,\nc.jpg,0,0,9,9,yes\n")
+    path.write_text(
+        "image,x,y,w,h,ignore\n"
+        "a.jpg,1,2,3,4,0\na.jpg,5,6,7.5,8,TRUE\nb.jpg,1,1,2,2,\nempty.jpg,,,,,\nc.jpg,0,0,9,9,yes\n"
+    )
     ann = read_annotations(path)
     assert list(ann) == ["a.jpg", "b.jpg", "empty.jpg", "c.jpg"]
     np.testing.assert_array_equal(ann["a.jpg"][0], [[1, 2, 3, 4], [5, 6, 7.5, 8]])
@@ -98,18 +102,21 @@ def test_read_annotations_ignore_and_faceless_rows(tmp_path):
     assert ann["c.jpg"][1].tolist() == [True]
 
 
-@pytest.mark.parametrize("text, message", [
-    ("image,x,y,w\na.jpg,1,2,3\n", "missing column"),
-    ("", "missing column"),
-    ("image,x,y,w,h,X\na.jpg,1,2,3,4,999\n", "more than once"),
-    ("image,x,y,w,h\na.jpg,1,2,three,4\n", "line 2: x, y, w, h must be numbers"),
-    ("image,x,y,w,h\na.jpg,1,2,3,4\na.jpg,1,2,0,4\n", "line 3: box width and height must be > 0"),
-    ("image,x,y,w,h\na.jpg,1,2,nan,4\n", "finite"),
-    ("image,x,y,w,h\na.jpg,1,2,3\n", "line 2: expected 5 fields"),
-    ("image,x,y,w,h\na.jpg,1,2,3,4,5\n", "line 2: expected 5 fields"),
-    ("image,x,y,w,h\n,1,2,3,4\n", "empty image name"),
-    ("image,x,y,w,h,ignore\na.jpg,1,2,3,4,maybe\n", "ignore must be"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("image,x,y,w\na.jpg,1,2,3\n", "missing column"),
+        ("", "missing column"),
+        ("image,x,y,w,h,X\na.jpg,1,2,3,4,999\n", "more than once"),
+        ("image,x,y,w,h\na.jpg,1,2,three,4\n", "line 2: x, y, w, h must be numbers"),
+        ("image,x,y,w,h\na.jpg,1,2,3,4\na.jpg,1,2,0,4\n", "line 3: box width and height must be > 0"),
+        ("image,x,y,w,h\na.jpg,1,2,nan,4\n", "finite"),
+        ("image,x,y,w,h\na.jpg,1,2,3\n", "line 2: expected 5 fields"),
+        ("image,x,y,w,h\na.jpg,1,2,3,4,5\n", "line 2: expected 5 fields"),
+        ("image,x,y,w,h\n,1,2,3,4\n", "empty image name"),
+        ("image,x,y,w,h,ignore\na.jpg,1,2,3,4,maybe\n", "ignore must be"),
+    ],
+)
 def test_read_annotations_malformed(tmp_path, text, message):
     path = tmp_path / "bad.csv"
     path.write_text(text)
@@ -130,12 +137,14 @@ def test_read_annotations_bad_split(tmp_path, boxes_csv):
 
 def test_match_greedy_by_score_one_to_one():
     truth = np.array([[0, 0, 10, 10], [100, 100, 10, 10]], float)
-    dets = np.array([
-        [0, 0, 10, 10, 0.2],    # perfect overlap but lower score: the duplicate, a false positive
-        [1, 1, 10, 10, 0.9],    # IoU 81/119, highest score: takes truth 0
-        [100, 100, 10, 20, 0.5],  # IoU exactly 0.5 with truth 1: a hit (>=)
-        [50, 50, 10, 10, 0.7],  # nothing there
-    ])
+    dets = np.array(
+        [
+            [0, 0, 10, 10, 0.2],  # perfect overlap but lower score: the duplicate, a false positive
+            [1, 1, 10, 10, 0.9],  # IoU 81/119, highest score: takes truth 0
+            [100, 100, 10, 20, 0.5],  # IoU exactly 0.5 with truth 1: a hit (>=)
+            [50, 50, 10, 10, 0.7],  # nothing there
+        ]
+    )
     m = match_detections(dets, truth)
     assert m["is_tp"].tolist() == [False, True, True, False]
     assert m["matched"].tolist() == [-1, 0, 1, -1]
@@ -158,13 +167,15 @@ def test_match_greedy_by_score_one_to_one():
 def test_match_ignored_truth():
     truth = np.array([[0, 0, 10, 10], [30, 0, 10, 10], [2, 0, 10, 10]], float)
     ignore = np.array([False, True, True])
-    dets = np.array([
-        [30, 0, 10, 10, 0.9],  # on the ignored box
-        [31, 0, 10, 10, 0.8],  # a second one on it: also ignored, not a duplicate false positive
-        [1, 0, 10, 10, 0.7],   # overlaps ignored box 2 (IoU .82) and real box 0 (IoU .82): the real one wins
-        [1, 0, 10, 10, 0.6],   # real box taken; falls back to the ignored box 2: ignored
-        [60, 0, 10, 10, 0.5],  # false positive
-    ])
+    dets = np.array(
+        [
+            [30, 0, 10, 10, 0.9],  # on the ignored box
+            [31, 0, 10, 10, 0.8],  # a second one on it: also ignored, not a duplicate false positive
+            [1, 0, 10, 10, 0.7],  # overlaps ignored box 2 (IoU .82) and real box 0 (IoU .82): the real one wins
+            [1, 0, 10, 10, 0.6],  # real box taken; falls back to the ignored box 2: ignored
+            [60, 0, 10, 10, 0.5],  # false positive
+        ]
+    )
     m = match_detections(dets, truth, ignore)
     assert m["is_tp"].tolist() == [False, False, True, False, False]
     assert m["is_ignored"].tolist() == [True, True, False, True, False]
@@ -188,9 +199,11 @@ def _voc_devkit_ap(rec, prec):
 
 def test_annotation_dicts_follow_the_csv_rules():
     dets = {"a": np.array([[0, 0, 10, 10, 1.0]])}  # as read_annotations refuses them in a CSV
-    for ann, message in (({"a": (np.array([[0, 0, 10, 10]] * 2), np.zeros(2, bool))}, "listed twice"),
-                         ({"a": (np.array([[0, 0, 0, 10]]), np.zeros(1, bool))}, "width and height > 0"),
-                         ({"a": np.array([[0, 0, 10, 10]])}, "expected \\(boxes")):
+    for ann, message in (
+        ({"a": (np.array([[0, 0, 10, 10]] * 2), np.zeros(2, bool))}, "listed twice"),
+        ({"a": (np.array([[0, 0, 0, 10]]), np.zeros(1, bool))}, "width and height > 0"),
+        ({"a": np.array([[0, 0, 10, 10]])}, "expected \\(boxes"),
+    ):
         with pytest.raises(ValueError, match=message):
             evaluate_detections(dets, ann)
     assert evaluate_detections(dets, {"a": (np.array([[0, 0, 10, 10]]), np.zeros(1, bool))}).detection_rate == 1.0
@@ -248,9 +261,13 @@ def test_pr_curve_against_sklearn():
 def test_evaluate_real_annotations_shifted_boxes(boxes_csv, tmp_path):
     ann = read_annotations(boxes_csv, split="test")
     # the truth shifted by 20% of its width (IoU 0.667) is still a hit; by 40% (IoU 0.43) it is not
-    dets = {k: np.r_[np.c_[b + [0.2, 0, 0, 0] * b[:, [2, 2, 2, 2]], np.full(len(b), 2.0)],
-                     np.c_[b + [0.4, 0, 0, 0] * b[:, [2, 2, 2, 2]], np.full(len(b), 1.0)]]
-            for k, (b, _) in ann.items()}
+    dets = {
+        k: np.r_[
+            np.c_[b + [0.2, 0, 0, 0] * b[:, [2, 2, 2, 2]], np.full(len(b), 2.0)],
+            np.c_[b + [0.4, 0, 0, 0] * b[:, [2, 2, 2, 2]], np.full(len(b), 1.0)],
+        ]
+        for k, (b, _) in ann.items()
+    }
     r = evaluate_detections(dets, ann)
     assert (r.n_truth, r.detection_rate, r.false_positives, r.n_images) == (25, 1.0, 25, 5)
     assert r.thresholds.tolist() == [2.0, 1.0] and r.precision.tolist() == [1.0, 0.5]
@@ -262,7 +279,7 @@ def test_evaluate_real_annotations_shifted_boxes(boxes_csv, tmp_path):
     assert img.shape == (450, 500, 3) and img.std() > 10
     # the suffix decides the format (a .jpg holds JPEG bytes), and one matplotlib cannot write is refused
     for name, magic in (("pr.jpg", b"\xff\xd8"), ("pr.pdf", b"%PDF"), ("pr", b"\x89PNG")):
-        assert plot_precision_recall(r, tmp_path / name).read_bytes()[:len(magic)] == magic
+        assert plot_precision_recall(r, tmp_path / name).read_bytes()[: len(magic)] == magic
     with pytest.raises(ValueError, match="cannot write a plot as .txt"):
         plot_precision_recall(r, tmp_path / "pr.txt")
     assert not (tmp_path / "pr.txt").exists()
@@ -342,11 +359,11 @@ def test_iou_of_a_box_with_itself_is_exactly_one_and_ignore_flags_are_booleans()
     assert (np.diag(iou(boxes, boxes)) == 1.0).all() and iou(boxes, boxes).max() == 1.0
     dets = np.column_stack([boxes, rng.random(1000)])
     assert match_detections(dets, boxes, iou_threshold=1.0)["is_tp"].all()
-    truth = np.array([[0, 0, 10, 10.]])
-    assert match_detections([[0, 0, 10, 10, 1.]], truth, [1])["is_ignored"].all()
+    truth = np.array([[0, 0, 10, 10.0]])
+    assert match_detections([[0, 0, 10, 10, 1.0]], truth, [1])["is_ignored"].all()
     for bad in (["0"], ["false"], [0.4], [2]):  # astype(bool) read each as True: a real face dropped
         with pytest.raises(ValueError, match="ignore: expected booleans or 0/1"):
-            match_detections([[0, 0, 10, 10, 1.]], truth, bad)
+            match_detections([[0, 0, 10, 10, 1.0]], truth, bad)
 
 
 @pytest.mark.parametrize("score", [np.inf, -np.inf, 3.0])
@@ -355,9 +372,12 @@ def test_tied_infinite_scores_are_one_point_of_the_curve(boxes_csv, score):
     # split into several curve points (np.diff: inf - inf is NaN, which compares unequal to 0), so the order of
     # the ties set the curve and the AP: 0.703 (50 points) at +-inf against 0.5 (1 point) at any finite tied score
     ann = read_annotations(boxes_csv, split="test")
-    dets = {k: np.r_[np.c_[b, np.full(len(b), score)],
-                     np.c_[b + [0.4, 0, 0, 0] * b[:, [2, 2, 2, 2]], np.full(len(b), score)]]
-            for k, (b, _) in ann.items()}
+    dets = {
+        k: np.r_[
+            np.c_[b, np.full(len(b), score)], np.c_[b + [0.4, 0, 0, 0] * b[:, [2, 2, 2, 2]], np.full(len(b), score)]
+        ]
+        for k, (b, _) in ann.items()
+    }
     r = evaluate_detections(dets, ann)
     assert (r.detection_rate, r.false_positives, r.n_detections) == (1.0, 25, 50)
     assert r.thresholds.tolist() == [score] and r.precision.tolist() == [0.5] and r.recall.tolist() == [1.0]
@@ -368,13 +388,16 @@ def _ranked_case():
     """Three images, three faces to find (one more ignored), the third image without faces. Pooled and ranked (the
     detection on the ignored face left out): 0.9 hit, 0.85 FP (face-free image), 0.8 FP, 0.7 FP, 0.5 hit,
     0.3 hit and 0.3 FP (face-free image; tied), 0.2 FP (a second box on a found face)."""
-    ann = {"a.png": (np.array([[0, 0, 10, 10], [20, 0, 10, 10.]]), np.zeros(2, bool)),
-           "b.png": (np.array([[0, 0, 10, 10], [50, 50, 10, 10.]]), np.array([False, True])),
-           "free.png": (np.zeros((0, 4)), np.zeros(0, bool))}
-    dets = {"a.png": np.array([[0, 0, 10, 10, 0.9], [100, 100, 10, 10, 0.8], [20, 0, 10, 10, 0.3],
-                               [0, 0, 10, 10, 0.2]]),
-            "b.png": np.array([[80, 0, 10, 10, 0.7], [0, 0, 10, 10, 0.5], [50, 50, 10, 10, 0.6]]),
-            "free.png": np.array([[0, 0, 10, 10, 0.85], [30, 30, 10, 10, 0.3]])}
+    ann = {
+        "a.png": (np.array([[0, 0, 10, 10], [20, 0, 10, 10.0]]), np.zeros(2, bool)),
+        "b.png": (np.array([[0, 0, 10, 10], [50, 50, 10, 10.0]]), np.array([False, True])),
+        "free.png": (np.zeros((0, 4)), np.zeros(0, bool)),
+    }
+    dets = {
+        "a.png": np.array([[0, 0, 10, 10, 0.9], [100, 100, 10, 10, 0.8], [20, 0, 10, 10, 0.3], [0, 0, 10, 10, 0.2]]),
+        "b.png": np.array([[80, 0, 10, 10, 0.7], [0, 0, 10, 10, 0.5], [50, 50, 10, 10, 0.6]]),
+        "free.png": np.array([[0, 0, 10, 10, 0.85], [30, 30, 10, 10, 0.3]]),
+    }
     return dets, ann
 
 

@@ -1,4 +1,5 @@
 """Window features: batched HOG against a per-window reference, its invariances, the feature registry."""
+
 import numpy as np
 import pytest
 
@@ -29,7 +30,7 @@ def hog_reference(window):
     blocks = []
     for br in range(3):
         for bc in range(3):
-            b = hist[br:br + 2, bc:bc + 2].ravel()
+            b = hist[br : br + 2, bc : bc + 2].ravel()
             b = np.minimum(b / np.sqrt(b @ b + 1e-6), 0.2)
             blocks.append(b / np.sqrt(b @ b + 1e-6))
     return np.concatenate(blocks)

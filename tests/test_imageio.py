@@ -1,4 +1,5 @@
 """facedet.imageio on real photos and on bad or unusual files derived from them."""
+
 import zlib
 
 import numpy as np
@@ -146,23 +147,32 @@ def test_decompression_bomb_refused_from_header(tmp_path, grey_png):
     # 12000 x 12000 grey (144 MB decoded) in a file of a few hundred bytes: refused from the header
     bomb = tmp_path / "bomb.png"
     bomb.write_bytes(grey_png(12000, 12000, zlib.compress(b"\0" * 12001 * 8)))
-    with pytest.raises(ImageTooLarge, match=r"bomb.png: 12000x12000 = 144,000,000 pixels exceeds the limit of "
-                                            r"50,000,000 \(refused before decoding: a possible decompression bomb\); "
-                                            r"max_pixels= raises it$"):
+    with pytest.raises(
+        ImageTooLarge,
+        match=r"bomb.png: 12000x12000 = 144,000,000 pixels exceeds the limit of "
+        r"50,000,000 \(refused before decoding: a possible decompression bomb\); "
+        r"max_pixels= raises it$",
+    ):
         read_grey(bomb)
     # Beyond Pillow's own hard limit (twice Image.MAX_IMAGE_PIXELS), which refuses the file as it opens, the
     # message is ours too: the file, its pixel count and the limit, not Pillow's "DOS attack" wording
     huge = tmp_path / "huge.png"
     huge.write_bytes(grey_png(2**20, 2**20, zlib.compress(b"\0" * 64)))
-    with pytest.raises(ImageError, match=r"^\S*huge.png: 1,099,511,627,776 pixels exceeds the limit of "
-                                         r"50,000,000 \(refused before decoding: a possible decompression bomb\); "
-                                         r"max_pixels= raises it$"):
+    with pytest.raises(
+        ImageError,
+        match=r"^\S*huge.png: 1,099,511,627,776 pixels exceeds the limit of "
+        r"50,000,000 \(refused before decoding: a possible decompression bomb\); "
+        r"max_pixels= raises it$",
+    ):
         read_rgb(huge)
     # a max_pixels above Pillow's hard limit raises it to max_pixels for the read (Pillow's refusal is at the
     # caller's limit, not at 178,956,970), and Pillow's setting is restored afterwards
-    with pytest.raises(ImageTooLarge, match=r"huge.png: 1,099,511,627,776 pixels exceeds the limit of 200,000,000,000 "
-                                            r"\(refused before decoding: a possible decompression bomb\); "
-                                            r"max_pixels= raises it$"):
+    with pytest.raises(
+        ImageTooLarge,
+        match=r"huge.png: 1,099,511,627,776 pixels exceeds the limit of 200,000,000,000 "
+        r"\(refused before decoding: a possible decompression bomb\); "
+        r"max_pixels= raises it$",
+    ):
         read_rgb(huge, max_pixels=2 * 10**11)
     assert Image.MAX_IMAGE_PIXELS == 89_478_485
     # just over a caller's limit, a real image is refused too; at the limit it is read
@@ -180,6 +190,7 @@ def test_the_default_limit_stays_50_megapixels(tmp_path, grey_png):
     import inspect
 
     from facedet import patches
+
     assert MAX_PIXELS == 50_000_000
     for reader in (read_grey, read_rgb, patches.load_folder, patches.load_patches):
         assert inspect.signature(reader).parameters["max_pixels"].default == 50_000_000
@@ -188,13 +199,21 @@ def test_the_default_limit_stays_50_megapixels(tmp_path, grey_png):
     with pytest.raises(ImageTooLarge) as info:
         read_grey(over)
     exc = info.value
-    assert (exc.path, exc.pixels, exc.size, exc.limit, exc.pillow) == (str(over), 50_010_000, (10000, 5001),
-                                                                      50_000_000, False)
-    assert exc.message("--max-pixels") == (f"{over}: 10000x5001 = 50,010,000 pixels exceeds the limit of 50,000,000 "
-                                           "(refused before decoding: a possible decompression bomb); --max-pixels "
-                                           "raises it")
+    assert (exc.path, exc.pixels, exc.size, exc.limit, exc.pillow) == (
+        str(over),
+        50_010_000,
+        (10000, 5001),
+        50_000_000,
+        False,
+    )
+    assert exc.message("--max-pixels") == (
+        f"{over}: 10000x5001 = 50,010,000 pixels exceeds the limit of 50,000,000 "
+        "(refused before decoding: a possible decompression bomb); --max-pixels "
+        "raises it"
+    )
     # an exception that crosses processes (multiprocessing) keeps its fields and message
     import pickle
+
     back = pickle.loads(pickle.dumps(exc))
     assert type(back) is ImageTooLarge and str(back) == str(exc) and back.size == exc.size
 
@@ -207,13 +226,17 @@ def test_max_pixels_above_the_default_raises_pillows_limit_for_that_read_only(tm
     from PIL import Image as PILImage
 
     from facedet import imageio
+
     monkeypatch.setattr(PILImage, "MAX_IMAGE_PIXELS", 1000)
     Image.new("L", (100, 50), 7).save(tmp_path / "over.png")  # 5,000 pixels > 2 x 1,000
     (tmp_path / "cut.png").write_bytes((tmp_path / "over.png").read_bytes()[:60])
     # up to facedet's default, Pillow's setting stays in force, and the refusal says what gets past it
-    with pytest.raises(ImageTooLarge, match=r"over.png: 5,000 pixels exceeds Pillow's limit of 2,000 \(twice "
-                                            r"PIL.Image.MAX_IMAGE_PIXELS\) \(refused before decoding: a possible "
-                                            r"decompression bomb\); max_pixels= above 50,000,000 raises it$"):
+    with pytest.raises(
+        ImageTooLarge,
+        match=r"over.png: 5,000 pixels exceeds Pillow's limit of 2,000 \(twice "
+        r"PIL.Image.MAX_IMAGE_PIXELS\) \(refused before decoding: a possible "
+        r"decompression bomb\); max_pixels= above 50,000,000 raises it$",
+    ):
         read_grey(tmp_path / "over.png", max_pixels=MAX_PIXELS)
     # above it, the caller opted in: the image is read, and Pillow's setting is restored after the read, after a
     # refusal and after a failed decoding alike
@@ -241,6 +264,7 @@ def test_max_pixels_above_the_default_raises_pillows_limit_for_that_read_only(tm
                 outcomes[limit > MAX_PIXELS].add("read")
             except ImageTooLarge as exc:
                 outcomes[limit > MAX_PIXELS].add("Pillow's" if exc.pillow and exc.limit == 2000 else str(exc))
+
     threads = [threading.Thread(target=reader, args=(k,)) for k in range(4)]
     for t in threads:
         t.start()
@@ -256,6 +280,7 @@ def test_pillow_limit_set_by_the_application_is_kept_and_named(tmp_path, monkeyp
     import warnings
 
     from PIL import Image as PILImage
+
     monkeypatch.setattr(PILImage, "MAX_IMAGE_PIXELS", 1000)
     Image.new("L", (100, 50)).save(tmp_path / "over.png")  # 5,000 pixels > 2 x 1,000
     Image.new("L", (40, 40)).save(tmp_path / "warned.png")  # 1,600: Pillow warns
@@ -266,9 +291,11 @@ def test_pillow_limit_set_by_the_application_is_kept_and_named(tmp_path, monkeyp
         assert read_rgb(tmp_path / "warned.png").shape == (40, 40, 3)
     with pytest.raises(ImageError, match=r"warned.png: 40x40 = 1,600 pixels exceeds the limit of 1,500 "):
         read_grey(tmp_path / "warned.png", max_pixels=1500)
+
     # should Pillow word its error otherwise, the message still names the file and the limit
     def refuse(*args, **kwargs):
         raise PILImage.DecompressionBombError("too big")
+
     monkeypatch.setattr(PILImage, "open", refuse)
     with pytest.raises(ImageError, match=r"warned.png: over 2,000 pixels exceeds the limit of 1,500 "):
         read_grey(tmp_path / "warned.png", max_pixels=1500)

@@ -1,6 +1,7 @@
 """Installs: a built wheel installed with ``pip install --target`` runs ``facedet detect`` from another folder
 (the shipped model is package data, found wherever the package lands; setuptools and wheel come from the test
 extra, so the build needs no network); ``facedet warmup`` precompiles what detection needs."""
+
 import json
 import os
 import subprocess
@@ -25,13 +26,23 @@ def test_wheel_installed_with_target_finds_the_face(tmp_path):
     elsewhere.mkdir()
     env = {**os.environ, "PYTHONPATH": str(tmp_path / "site")}
     env.pop("FACEDET_MODEL", None)
-    code = ("import facedet, json; print(json.dumps([facedet.__file__, str(facedet.default_model_path()), "
-            "facedet.__version__]))")
+    code = (
+        "import facedet, json; print(json.dumps([facedet.__file__, str(facedet.default_model_path()), "
+        "facedet.__version__]))"
+    )
     where, model, version = json.loads(run(sys.executable, "-c", code, cwd=elsewhere, env=env).stdout)
     assert Path(where).is_relative_to(tmp_path / "site") and Path(model).is_relative_to(tmp_path / "site")
     assert wheel.name.startswith(f"facedet_svm-{version}-")
-    r = run(sys.executable, "-m", "facedet", "detect", str(ROOT / "examples" / "astronaut.jpg"), "--json",
-            cwd=elsewhere, env=env)
+    r = run(
+        sys.executable,
+        "-m",
+        "facedet",
+        "detect",
+        str(ROOT / "examples" / "astronaut.jpg"),
+        "--json",
+        cwd=elsewhere,
+        env=env,
+    )
     faces = json.loads(r.stdout)[0]["faces"]
     assert len(faces) == 1 and 150 < faces[0]["x"] + faces[0]["w"] / 2 < 300  # her face, centre x ~ 230
 
@@ -42,6 +53,7 @@ def test_warmup_leaves_nothing_for_detect_to_compile(tmp_path):
     env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "cache")}
     r = run(sys.executable, "-m", "facedet", "warmup", env=env)
     assert r.stdout.startswith("compiled in ")
+
     def cached():  # one .nbc file per compiled signature
         return sorted(p.name for p in (tmp_path / "cache").rglob("*.nbc"))
 

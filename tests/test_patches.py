@@ -1,13 +1,26 @@
 """Patch databases on the real CBCL files (npz and the PNG tar), augmentation, negative sampling."""
+
 import tarfile
 
 import numpy as np
 import pytest
 
 from facedet.imageio import ImageError, read_grey
-from facedet.patches import (augment, find_class_folders, landmark_boxes, landmark_windows, load_folder,
-                             load_landmark_faces, load_npz, load_patches, read_landmarks, sample_windows, shift,
-                             to_window, warp)
+from facedet.patches import (
+    augment,
+    find_class_folders,
+    landmark_boxes,
+    landmark_windows,
+    load_folder,
+    load_landmark_faces,
+    load_npz,
+    load_patches,
+    read_landmarks,
+    sample_windows,
+    shift,
+    to_window,
+    warp,
+)
 
 
 @pytest.fixture(scope="module")
@@ -53,6 +66,7 @@ def test_extracted_tar_loads_and_matches_npz(extracted, cbcl_npz):
 
 def test_folders_of_any_size_are_resized(tmp_path, data_dir):
     from facedet.imageio import write_image
+
     faces, nonfaces = tmp_path / "f", tmp_path / "n"
     faces.mkdir(), nonfaces.mkdir()
     astro = read_grey(data_dir / "misc_faces_skimage" / "astronaut.png")
@@ -71,8 +85,10 @@ def test_folders_of_any_size_are_resized(tmp_path, data_dir):
     errors = []
     assert load_folder(faces, errors, max_pixels=12099).shape == (1, 19, 19)
     assert [p.name for p, _ in errors] == ["b.jpg"]
-    assert str(errors[0][1]).endswith("b.jpg: 110x110 = 12,100 pixels exceeds the limit of 12,099 (refused before "
-                                      "decoding: a possible decompression bomb); max_pixels= raises it")
+    assert str(errors[0][1]).endswith(
+        "b.jpg: 110x110 = 12,100 pixels exceeds the limit of 12,099 (refused before "
+        "decoding: a possible decompression bomb); max_pixels= raises it"
+    )
     errors = []
     with pytest.raises(ValueError, match="no readable images"):
         load_patches(faces, nonfaces, errors=errors, max_pixels=29999)
@@ -119,9 +135,14 @@ def test_to_window_and_sample_windows_take_uint8_grey_only(data_dir):
     # a (19, 19) float was cast as is (300 -> 44, [0, 1] -> 0) and other sizes came back float64; int64, bool
     # and empty images, and min_window 0, failed inside OpenCV or numpy
     g = read_grey(data_dir / "nonface_scenes" / "skimage" / "coffee.png")
-    for bad, exc in ((np.full((19, 19), 0.5), TypeError), (g.astype(float), TypeError),
-                     (g.astype(np.int64), TypeError), (g > 9, TypeError),
-                     (np.zeros((0, 0), np.uint8), ValueError), (np.zeros((30, 30, 3), np.uint8), ValueError)):
+    for bad, exc in (
+        (np.full((19, 19), 0.5), TypeError),
+        (g.astype(float), TypeError),
+        (g.astype(np.int64), TypeError),
+        (g > 9, TypeError),
+        (np.zeros((0, 0), np.uint8), ValueError),
+        (np.zeros((30, 30, 3), np.uint8), ValueError),
+    ):
         with pytest.raises(exc, match="to_window"):
             to_window(bad)
     with pytest.raises(TypeError, match="sample_windows"):
@@ -158,16 +179,21 @@ def test_augment_counts_and_order(cbcl_npz):
 
 def test_augmentation_refuses_bad_arguments(cbcl_npz):
     w = load_npz(cbcl_npz, "train")[0][:3]
-    for call, exc in ((lambda: shift(w, 0.5, 0), TypeError), (lambda: shift(w[0], 1, 1), ValueError),
-                      (lambda: augment(np.zeros((2, 20, 20), np.uint8)), ValueError),
-                      (lambda: augment(w, shifts=-1), ValueError), (lambda: warp(w, 0, 0.0), ValueError),
-                      (lambda: warp(w, np.nan, 1.0), ValueError)):
+    for call, exc in (
+        (lambda: shift(w, 0.5, 0), TypeError),
+        (lambda: shift(w[0], 1, 1), ValueError),
+        (lambda: augment(np.zeros((2, 20, 20), np.uint8)), ValueError),
+        (lambda: augment(w, shifts=-1), ValueError),
+        (lambda: warp(w, 0, 0.0), ValueError),
+        (lambda: warp(w, np.nan, 1.0), ValueError),
+    ):
         with pytest.raises(exc):
             call()
 
 
 def test_image_files_follows_symlinked_folders_once_and_lists_broken_links(data_dir, tmp_path):
     from facedet.patches import image_files
+
     photos = tmp_path / "photos"
     (photos / "sub").mkdir(parents=True)
     astro = data_dir / "misc_faces_skimage" / "astronaut.png"
@@ -239,10 +265,20 @@ def test_landmark_windows_frame_the_face_as_the_box_map_says(webfaces):
     np.testing.assert_allclose(tilt, [0.0, 15.0, roll], atol=1e-6)
     # the photo's own tilt is an axis-aligned window: the INTER_AREA shrink of the square it covers
     s = landmark_boxes(p)[0, 2] / k
-    c = landmark_boxes(p)[0, :2] + landmark_boxes(p)[0, 2] / 2 - s * np.array([dx, dy]) @ np.array(
-        [[np.cos(np.radians(roll)), np.sin(np.radians(roll))], [-np.sin(np.radians(roll)), np.cos(np.radians(roll))]])
+    c = (
+        landmark_boxes(p)[0, :2]
+        + landmark_boxes(p)[0, 2] / 2
+        - s
+        * np.array([dx, dy])
+        @ np.array(
+            [
+                [np.cos(np.radians(roll)), np.sin(np.radians(roll))],
+                [-np.sin(np.radians(roll)), np.cos(np.radians(roll))],
+            ]
+        )
+    )
     x0, y0 = np.rint(c - s / 2).astype(int)
-    direct = to_window(grey[y0:y0 + int(round(s)), x0:x0 + int(round(s))])
+    direct = to_window(grey[y0 : y0 + int(round(s)), x0 : x0 + int(round(s))])
     assert np.abs(direct.astype(int) - w[2]).mean() < 8
 
 
@@ -268,12 +304,15 @@ def test_load_landmark_faces_counts_mirrors_and_reports_bad_images(webfaces, tmp
         load_landmark_faces(csv_path, tmp_path, FRAMING)
 
 
-@pytest.mark.parametrize("text, message", [
-    ("image,left_eye_x,left_eye_y\na.jpg,1,2\n", "missing column"),
-    ("image,left_eye_x,left_eye_y,right_eye_x,right_eye_y,mouth_x,mouth_y\na.jpg,1,2,3,x,5,6\n", "line 2"),
-    ("image,left_eye_x,left_eye_y,right_eye_x,right_eye_y,mouth_x,mouth_y\na.jpg,1,2,3,nan,5,6\n", "finite"),
-    ("image,left_eye_x,left_eye_y,right_eye_x,right_eye_y,mouth_x,mouth_y\n", "no faces"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("image,left_eye_x,left_eye_y\na.jpg,1,2\n", "missing column"),
+        ("image,left_eye_x,left_eye_y,right_eye_x,right_eye_y,mouth_x,mouth_y\na.jpg,1,2,3,x,5,6\n", "line 2"),
+        ("image,left_eye_x,left_eye_y,right_eye_x,right_eye_y,mouth_x,mouth_y\na.jpg,1,2,3,nan,5,6\n", "finite"),
+        ("image,left_eye_x,left_eye_y,right_eye_x,right_eye_y,mouth_x,mouth_y\n", "no faces"),
+    ],
+)
 def test_read_landmarks_refuses_bad_files(tmp_path, text, message):
     path = tmp_path / "p.csv"
     path.write_text(text)

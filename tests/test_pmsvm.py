@@ -1,5 +1,6 @@
 """PmSVM (Wu, TNNLS 2015): kernels, the Eq. (40) approximation, the solvers against independent references,
 lookup-table scoring, persistence and input errors. Real data subsets (USPS, pendigits, CBCL HOG)."""
+
 import os
 import warnings
 
@@ -14,8 +15,17 @@ from sklearn.svm import LinearSVC
 import svmcore
 from conftest import peak_growth
 from svmcore import SVC
-from svmcore.pmsvm import (PmSVM, approx_kernel, approximation_error, explanatory_variables, lut_decision,
-                           pmsvm_anchors, power_mean, power_mean_kernel, regression_weights)
+from svmcore.pmsvm import (
+    PmSVM,
+    approx_kernel,
+    approximation_error,
+    explanatory_variables,
+    lut_decision,
+    pmsvm_anchors,
+    power_mean,
+    power_mean_kernel,
+    regression_weights,
+)
 
 # many of these real-data fits use up the default 100 epochs (docs/pmsvm.md: medians of 16-100), or are capped
 # on purpose; test_warns_once_per_fit_at_max_iter checks the warning
@@ -25,8 +35,12 @@ pytestmark = pytest.mark.filterwarnings("ignore:PmSVM. .* stopped at max_iter:Ru
 @pytest.fixture(scope="module")
 def usps(data_dir):
     with h5py.File(data_dir / "bench" / "usps" / "usps.h5") as f:
-        return (f["train/data"][:2000].astype(np.float64), f["train/target"][:2000].astype(int),
-                f["test/data"][:1000].astype(np.float64), f["test/target"][:1000].astype(int))
+        return (
+            f["train/data"][:2000].astype(np.float64),
+            f["train/target"][:2000].astype(int),
+            f["test/data"][:1000].astype(np.float64),
+            f["test/target"][:1000].astype(int),
+        )
 
 
 @pytest.fixture(scope="module")
@@ -60,7 +74,7 @@ def test_power_mean_kernel_matches_definitions(usps):
     np.testing.assert_allclose(power_mean_kernel(X, Y, p=-np.inf), np.minimum(X[:, None], Y[None]).sum(-1))
     a, c = X[:, None, :], Y[None, :, :]
     with np.errstate(divide="ignore"):  # the textbook formula ((a^p + c^p)/2)^(1/p), 0 where a or c is 0
-        ref8 = np.where((a > 0) & (c > 0), ((a ** -8.0 + c ** -8.0) / 2) ** (-1 / 8), 0.0).sum(-1)
+        ref8 = np.where((a > 0) & (c > 0), ((a**-8.0 + c**-8.0) / 2) ** (-1 / 8), 0.0).sum(-1)
     np.testing.assert_allclose(power_mean(a, c, -8.0).sum(-1), ref8, rtol=1e-10)
     assert abs(power_mean(0.1, 0.5, -1000.0) - 0.1) < 1e-3  # large |p|: no overflow, tends to min
     np.testing.assert_allclose(power_mean_kernel(X, Y, p=-8), ref8, rtol=1e-10)
@@ -77,7 +91,7 @@ def test_power_mean_kernel_sparse_path_is_the_dense_one(usps):
     Xs.indices, Xs.data = Xs.indices.copy(), Xs.data.copy()
     perm = np.arange(Xs.nnz)
     for i in range(Xs.shape[0]):  # unsorted column indices within rows, as scipy allows
-        perm[Xs.indptr[i]:Xs.indptr[i + 1]] = perm[Xs.indptr[i]:Xs.indptr[i + 1]][::-1]
+        perm[Xs.indptr[i] : Xs.indptr[i + 1]] = perm[Xs.indptr[i] : Xs.indptr[i + 1]][::-1]
     Xs = sp.csr_matrix((Xs.data[perm], Xs.indices[perm], Xs.indptr), shape=Xs.shape)
     before = Xs.indices.copy()
     for p in (-1.0, -8.0, -np.inf, 0.0):
@@ -106,10 +120,16 @@ def test_power_mean_kernel_at_extreme_magnitudes():
     for p in (-1.0, -2.0, -np.inf, 0.0):
         ref = power_mean_kernel(X0, Y0, p)
         for v in (1e-300, 1e-170, 1e-20, 1e20, 1e160, 1e300):
-            np.testing.assert_allclose(power_mean_kernel(v * X0, v * Y0, p), v * ref, rtol=1e-12, atol=0,
-                                       err_msg=f"p={p}, v={v}")
-            np.testing.assert_allclose(power_mean_kernel(sp.csr_matrix(v * X0), v * Y0, p), v * ref, rtol=1e-12,
-                                       atol=0, err_msg=f"p={p}, v={v}, sparse")
+            np.testing.assert_allclose(
+                power_mean_kernel(v * X0, v * Y0, p), v * ref, rtol=1e-12, atol=0, err_msg=f"p={p}, v={v}"
+            )
+            np.testing.assert_allclose(
+                power_mean_kernel(sp.csr_matrix(v * X0), v * Y0, p),
+                v * ref,
+                rtol=1e-12,
+                atol=0,
+                err_msg=f"p={p}, v={v}, sparse",
+            )
 
 
 def test_power_mean_at_extreme_magnitudes():
@@ -118,8 +138,9 @@ def test_power_mean_at_extreme_magnitudes():
     for p in (-1.0, -8.0, -np.inf, 0.0):
         ref = power_mean(a, c, p)
         for v in (1e-300, 1e-170, 1e-20, 1e20, 1e160, 1e300):
-            np.testing.assert_allclose(power_mean(v * a, v * c, p), v * ref, rtol=1e-12, atol=0,
-                                       err_msg=f"p={p}, v={v}")
+            np.testing.assert_allclose(
+                power_mean(v * a, v * c, p), v * ref, rtol=1e-12, atol=0, err_msg=f"p={p}, v={v}"
+            )
 
 
 def test_anchors_paper_and_chebyshev():
@@ -159,6 +180,7 @@ def _box_dual_qp(Q, C):
     """min 1/2 a'Qa - 1'a, 0 <= a <= C (a scalar or one bound per row; C = inf: a >= 0 only), by cvxopt's
     interior point method (an independent QP solver)."""
     import cvxopt
+
     n = len(Q)
     C = np.broadcast_to(np.asarray(C, dtype=np.float64), (n,))
     bounded = np.isfinite(C).all()
@@ -191,7 +213,6 @@ def test_dcd_reaches_the_exact_kernel_dual_optimum(usps):
     assert m.n_iter_[0] < 2000 and a.min() >= 0 and obj2 >= opt2 - 1e-9 and (obj2 - opt2) / abs(opt2) < 1e-3
 
 
-
 def test_weights_reach_the_weighted_dual_optimum(usps):
     # class_weight and sample_weight scale each row's box constraint: 0 <= a_i <= C class_weight[y_i] sw_i
     # (hinge) or its diagonal term 1/(2 C_i) (squared hinge); against cvxopt on the exact kernel's dual.
@@ -209,8 +230,9 @@ def test_weights_reach_the_weighted_dual_optimum(usps):
     assert obj >= opt - 1e-9 and (obj - opt) / abs(opt) < 1e-3, (obj, opt)
     Q2 = Q + np.diag(0.5 / C_i)
     _, opt2 = _box_dual_qp(Q2, np.inf)
-    m2 = PmSVM(C=C, n_anchors=6, lut_bins=None, loss="squared_hinge", tol=1e-3, max_iter=2000, random_state=0,
-               class_weight=cw)
+    m2 = PmSVM(
+        C=C, n_anchors=6, lut_bins=None, loss="squared_hinge", tol=1e-3, max_iter=2000, random_state=0, class_weight=cw
+    )
     a = m2.fit(X, y, sample_weight=sw).alpha_[0]
     obj2 = 0.5 * a @ Q2 @ a - a.sum()
     assert obj2 >= opt2 - 1e-9 and (obj2 - opt2) / abs(opt2) < 1e-3, (obj2, opt2)
@@ -248,8 +270,9 @@ def test_rows_of_weight_zero_set_no_feature_unit(usps):
             ref = PmSVM(C=1.0, random_state=0, **kw).fit(layout(X), y)
             m = PmSVM(C=1.0, random_state=0, **kw).fit(layout(Xz), yz, sample_weight=sw)
             np.testing.assert_array_equal(m.x_max_, ref.x_max_)
-            np.testing.assert_allclose(m.decision_function(Xt[:200]), ref.decision_function(Xt[:200]),
-                                       rtol=0, atol=1e-12, err_msg=str(kw))
+            np.testing.assert_allclose(
+                m.decision_function(Xt[:200]), ref.decision_function(Xt[:200]), rtol=0, atol=1e-12, err_msg=str(kw)
+            )
 
 
 def test_lut_decision_sums_duplicate_csr_entries(usps):
@@ -259,8 +282,14 @@ def test_lut_decision_sums_duplicate_csr_entries(usps):
     Q = sp.csr_matrix(Xt[:50])
     coo = Q.tocoo()
     rows = np.repeat(coo.row, 2)  # each entry split into two of a quarter and three quarters, row by row
-    dup = sp.csr_matrix((np.ravel(np.column_stack([0.25 * coo.data, 0.75 * coo.data])), np.repeat(coo.col, 2),
-                         np.concatenate([[0], np.cumsum(np.bincount(rows, minlength=Q.shape[0]))])), shape=Q.shape)
+    dup = sp.csr_matrix(
+        (
+            np.ravel(np.column_stack([0.25 * coo.data, 0.75 * coo.data])),
+            np.repeat(coo.col, 2),
+            np.concatenate([[0], np.cumsum(np.bincount(rows, minlength=Q.shape[0]))]),
+        ),
+        shape=Q.shape,
+    )
     assert dup.nnz == 2 * Q.nnz and abs(dup - Q).max() < 1e-15
     ref = lut_decision(Q, m.table_, m.x_max_, m.intercept_)
     np.testing.assert_allclose(lut_decision(dup, m.table_, m.x_max_, m.intercept_), ref, rtol=0, atol=1e-12)
@@ -410,16 +439,19 @@ def test_lut_decision_formula_dense_and_csr(usps):
     assert s.shape == (256,) and s.dtype == np.float64 and len(np.unique(s)) > 10
     nodes = np.linspace(0, s, 50)  # (50, 256): feature j's nodes 0, ..., s_j
     Q = Xt[:20]
-    ref = m.intercept_ + np.stack([[sum(np.interp(q[j], nodes[:, j], T[c, j]) for j in range(256))
-                                    for c in range(10)] for q in Q])
+    ref = m.intercept_ + np.stack(
+        [[sum(np.interp(q[j], nodes[:, j], T[c, j]) for j in range(256)) for c in range(10)] for q in Q]
+    )
     np.testing.assert_allclose(lut_decision(Q, T, s, m.intercept_), ref, rtol=1e-10)
     np.testing.assert_allclose(lut_decision(sp.csr_matrix(Q), T, s, m.intercept_), ref, rtol=1e-10)
-    np.testing.assert_allclose(lut_decision(Q.astype(np.float32), T.astype(np.float32), s, m.intercept_), ref,
-                               rtol=1e-4)
+    np.testing.assert_allclose(
+        lut_decision(Q.astype(np.float32), T.astype(np.float32), s, m.intercept_), ref, rtol=1e-4
+    )
     np.testing.assert_allclose(m.decision_function(Q), ref, rtol=1e-10)
     # one number for all features (the unit of earlier models) is that number in every dimension
-    np.testing.assert_array_equal(lut_decision(Q, T, 0.7, m.intercept_), lut_decision(Q, T, np.full(256, 0.7),
-                                                                                      m.intercept_))
+    np.testing.assert_array_equal(
+        lut_decision(Q, T, 0.7, m.intercept_), lut_decision(Q, T, np.full(256, 0.7), m.intercept_)
+    )
 
 
 def test_each_feature_has_its_own_unit_an_outlier_leaves_the_others_alone(usps):
@@ -431,8 +463,9 @@ def test_each_feature_has_its_own_unit_an_outlier_leaves_the_others_alone(usps):
     Xo = X.copy()
     Xo[0, 0] = 1000.0
     for lut_bins in (None, 1000):
-        clean, outlier = (PmSVM(C=10.0, multi_class="ovo", lut_bins=lut_bins, random_state=0).fit(A, y)
-                          for A in (X, Xo))
+        clean, outlier = (
+            PmSVM(C=10.0, multi_class="ovo", lut_bins=lut_bins, random_state=0).fit(A, y) for A in (X, Xo)
+        )
         assert outlier.x_max_[0] == 1000.0 and np.array_equal(outlier.x_max_[1:], clean.x_max_[1:])
         acc, acc_o = (np.mean(m.predict(Xt) == yt) for m in (clean, outlier))
         assert acc > 0.9 and abs(acc_o - acc) <= 0.005, (lut_bins, acc, acc_o)
@@ -470,8 +503,11 @@ def test_binary_accuracy_cbcl_hog(cbcl_hog):
     Xtr, ytr, Xte, yte = cbcl_hog
     exact = _exact_binary_accuracy(Xtr, ytr, Xte, yte, C=1.0)
     assert exact > 0.97
-    for kw, slack in ((dict(lut_bins=None), 0.01), (dict(lut_bins=1000), 0.01),
-                      (dict(solver="sgd", max_iter=30), 0.02)):
+    for kw, slack in (
+        (dict(lut_bins=None), 0.01),
+        (dict(lut_bins=1000), 0.01),
+        (dict(solver="sgd", max_iter=30), 0.02),
+    ):
         model = PmSVM(C=1.0, random_state=0, **kw).fit(Xtr, ytr)
         acc = np.mean(model.predict(Xte) == yte)
         assert acc >= exact - slack and model.n_iter_[0] <= model.max_iter, (kw, acc, exact)
@@ -487,9 +523,11 @@ def test_multiclass_usps_and_pendigits(usps, pendigits):
         assert np.mean(ovo.predict(Xt) == yt) > linear + 0.02
         # one-vs-one voting with LIBSVM's tie-break, against scikit-learn's implementation of it
         from sklearn.utils.multiclass import _ovr_decision_function
+
         F = lut_decision(Xt, ovo.table_, ovo.x_max_, ovo.intercept_)
-        np.testing.assert_allclose(ovo.decision_function(Xt), _ovr_decision_function((F > 0).astype(int), F, 10),
-                                   atol=1e-12)
+        np.testing.assert_allclose(
+            ovo.decision_function(Xt), _ovr_decision_function((F > 0).astype(int), F, 10), atol=1e-12
+        )
 
 
 def test_labels_sparse_input_and_determinism(pendigits):
@@ -519,8 +557,13 @@ def test_dense_and_sparse_row_layouts_train_the_same_model(pendigits, monkeypatc
     X, y = pendigits[0][:1500], pendigits[1][:1500]
     Xt = pendigits[2][:1000]
     assert np.mean(X > 0) > svmcore.pmsvm.DENSE_FROM
-    for kw in (dict(), dict(lut_bins=None), dict(n_anchors=5, multi_class="ovo"), dict(solver="sgd", max_iter=5),
-               dict(loss="squared_hinge", lut_bins=None, n_anchors=4)):
+    for kw in (
+        dict(),
+        dict(lut_bins=None),
+        dict(n_anchors=5, multi_class="ovo"),
+        dict(solver="sgd", max_iter=5),
+        dict(loss="squared_hinge", lut_bins=None, n_anchors=4),
+    ):
         dense = PmSVM(C=1.0, random_state=0, **kw).fit(X, y)
         monkeypatch.setattr(svmcore.pmsvm, "DENSE_FROM", 1.01)
         csr = PmSVM(C=1.0, random_state=0, **kw).fit(X, y)
@@ -552,7 +595,7 @@ def test_dense_and_sparse_row_layouts_train_the_same_model(pendigits, monkeypatc
     Xs = sp.csr_matrix(X)
     data, indices, indptr = [], [], [0]
     for i in range(Xs.shape[0]):
-        d_i, j_i = Xs.data[Xs.indptr[i]:Xs.indptr[i + 1]].copy(), Xs.indices[Xs.indptr[i]:Xs.indptr[i + 1]]
+        d_i, j_i = Xs.data[Xs.indptr[i] : Xs.indptr[i + 1]].copy(), Xs.indices[Xs.indptr[i] : Xs.indptr[i + 1]]
         d_i[0] /= 2
         data += [*d_i, d_i[0]]
         indices += [*j_i, j_i[0]]
@@ -620,8 +663,10 @@ def test_table_is_built_at_first_use_and_never_outlives_its_fit(pendigits):
 def test_files_of_settings_earlier_versions_ignored_load_as_what_they_are(tmp_path, pendigits, rewrite_model):
     X, y, Xt, _ = pendigits  # SGD ignored loss, and p within 1e-9 of 0 computed M_p as the minimum (p = -inf)
     m = PmSVM(solver="sgd", max_iter=5, random_state=0).fit(X, y)
-    edits = ((lambda h, a: h["params"].update(loss="squared_hinge"), "loss", "hinge"),
-             (lambda h, a: h["params"].update(p=-1e-10), "p", -np.inf))
+    edits = (
+        (lambda h, a: h["params"].update(loss="squared_hinge"), "loss", "hinge"),
+        (lambda h, a: h["params"].update(p=-1e-10), "p", -np.inf),
+    )
     for edit, name, value in edits:
         back = svmcore.load(rewrite_model(m.save(tmp_path / "m.npz"), tmp_path / "old.npz", edit))
         assert getattr(back, name) == value
@@ -632,6 +677,7 @@ def test_files_with_one_unit_for_all_features_load_and_score_as_before(tmp_path,
     # files saved before per-feature units hold x_max_ as one number in the header; the model they describe
     # measures every feature in that unit: the table (or E(X)) is read at x_j / x_max_ for every j
     from svmcore.pmsvm import explanatory_variables
+
     X, y, Xt, _ = usps
     for lut_bins in (1000, None):
         m = PmSVM(C=1.0, lut_bins=lut_bins, random_state=0).fit(X[:500], y[:500] == 3)
@@ -640,6 +686,7 @@ def test_files_with_one_unit_for_all_features_load_and_score_as_before(tmp_path,
         def old_file(h, a, value=s):
             del a["x_max_"]
             h["meta"]["x_max_"] = value
+
         back = svmcore.load(rewrite_model(m.save(tmp_path / "m.npz"), tmp_path / "old.npz", old_file))
         np.testing.assert_array_equal(back.x_max_, np.full(256, s))
         Q = np.vstack([Xt[:100], 1.5 * Xt[100:120]])  # some values above the unit
@@ -654,10 +701,16 @@ def test_files_with_one_unit_for_all_features_load_and_score_as_before(tmp_path,
         again = svmcore.load(back.save(tmp_path / "again.npz"))
         np.testing.assert_array_equal(again.decision_function(Q), back.decision_function(Q))
         # refused: a unit of the wrong shape, NaN, infinity, <= 0, or not a number, in either form
-        bad_edits = [lambda h, a: a.update(x_max_=a["x_max_"][:5]), lambda h, a: a.update(x_max_=a["x_max_"][None]),
-                     lambda h, a: a.update(x_max_=np.float64(1.0)), lambda h, a: a["x_max_"].__setitem__(3, np.nan),
-                     lambda h, a: a["x_max_"].__setitem__(3, np.inf), lambda h, a: a["x_max_"].__setitem__(3, 0.0),
-                     lambda h, a: a["x_max_"].__setitem__(3, -1.0), lambda h, a: a.update(x_max_=a["x_max_"] > 0)]
+        bad_edits = [
+            lambda h, a: a.update(x_max_=a["x_max_"][:5]),
+            lambda h, a: a.update(x_max_=a["x_max_"][None]),
+            lambda h, a: a.update(x_max_=np.float64(1.0)),
+            lambda h, a: a["x_max_"].__setitem__(3, np.nan),
+            lambda h, a: a["x_max_"].__setitem__(3, np.inf),
+            lambda h, a: a["x_max_"].__setitem__(3, 0.0),
+            lambda h, a: a["x_max_"].__setitem__(3, -1.0),
+            lambda h, a: a.update(x_max_=a["x_max_"] > 0),
+        ]
         bad_edits += [lambda h, a, v=v: old_file(h, a, v) for v in (0.0, -1.0, float("nan"), "1.0", True, None)]
         for edit in bad_edits:
             with pytest.raises(ValueError, match="x_max_"):
@@ -666,6 +719,7 @@ def test_files_with_one_unit_for_all_features_load_and_score_as_before(tmp_path,
 
 def test_scoring_reads_lut_bins_once(pendigits):
     import threading
+
     X, y, Xt, _ = pendigits  # another thread's set_params(lut_bins=...) must not mix two resolutions
     m = PmSVM(C=1.0, random_state=0).fit(X, y)
     errors, stop = [], threading.Event()
@@ -735,8 +789,17 @@ def test_bad_input(pendigits):
         power_mean_kernel(X, X[:, :5])
     with pytest.raises(ValueError, match="X has 5 features, but Q has 16; they need the same"):
         approx_kernel(X, X[:, :5])
-    for bad in (dict(n_anchors=1), dict(n_anchors=11), dict(lut_bins=1), dict(C=0), dict(tol=-1),
-                dict(solver="newton"), dict(multi_class="crammer"), dict(loss="log"), dict(max_iter=0)):
+    for bad in (
+        dict(n_anchors=1),
+        dict(n_anchors=11),
+        dict(lut_bins=1),
+        dict(C=0),
+        dict(tol=-1),
+        dict(solver="newton"),
+        dict(multi_class="crammer"),
+        dict(loss="log"),
+        dict(max_iter=0),
+    ):
         with pytest.raises(ValueError):
             PmSVM(**bad).fit(X, y)
     with pytest.raises(ValueError, match="classes"):
@@ -773,8 +836,10 @@ def test_bad_input(pendigits):
     for x_max in (0.0, -1.0, np.nan):
         with pytest.raises(ValueError, match="x_max"):
             lut_decision(X, m.table_, x_max, m.intercept_)
-    np.testing.assert_array_equal(lut_decision(X[:5].tolist(), m.table_, m.x_max_, m.intercept_),
-                                  lut_decision(X[:5], m.table_, m.x_max_, m.intercept_))  # a list is an array
+    np.testing.assert_array_equal(
+        lut_decision(X[:5].tolist(), m.table_, m.x_max_, m.intercept_),
+        lut_decision(X[:5], m.table_, m.x_max_, m.intercept_),
+    )  # a list is an array
     with pytest.raises(ValueError, match="solver='dcd'"):  # Algorithm 4 has no squared hinge: never ignore it
         PmSVM(solver="sgd", loss="squared_hinge").fit(X, y)
     with pytest.raises(svmcore.NotFittedError):

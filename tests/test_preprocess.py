@@ -1,4 +1,5 @@
 """Preprocessing (Sung and Poggio mask, brightness plane, histogram equalization) on real CBCL patches."""
+
 import numpy as np
 import pytest
 from scipy.stats import rankdata
@@ -96,8 +97,14 @@ def test_flat_rows_equalize_to_zero_whatever_their_length(rows):
     np.testing.assert_array_equal(equalize(rows), 0.0)  # a single pixel gave -1
 
 
-@pytest.mark.parametrize("bad, exc", [(np.zeros((3, 19, 18)), ValueError), (np.zeros((2, 19, 19), object), TypeError),
-                                      (np.full((1, 19, 19), np.nan), ValueError)])
+@pytest.mark.parametrize(
+    "bad, exc",
+    [
+        (np.zeros((3, 19, 18)), ValueError),
+        (np.zeros((2, 19, 19), object), TypeError),
+        (np.full((1, 19, 19), np.nan), ValueError),
+    ],
+)
 def test_bad_input(bad, exc):
     with pytest.raises(exc):
         preprocess(bad)

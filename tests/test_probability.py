@@ -65,8 +65,9 @@ def test_sigmoid_fit_matches_independent_minimisers(faces, digits):
     train = svmcore.SVC(kernel="rbf", gamma=0.02, C=2.0).fit(X, y).decision_function(X)
     Xd, yd = digits[0], digits[1]
     pair = np.isin(yd, [3, 9])
-    digit_cv = cross_val_predict(svmcore.SVC(kernel="rbf", gamma=2.0, C=10.0), Xd[pair], yd[pair], cv=5,
-                                 method="decision_function")
+    digit_cv = cross_val_predict(
+        svmcore.SVC(kernel="rbf", gamma=2.0, C=10.0), Xd[pair], yd[pair], cv=5, method="decision_function"
+    )
     try:
         from sklearn.calibration import _sigmoid_calibration  # private; same targets, no regularisation, L-BFGS
     except ImportError:
@@ -108,7 +109,7 @@ def _coupling_matrix(R, pairs, k):
     r[:, pairs[:, 0], pairs[:, 1]] = 1.0 - R
     Q = -r.transpose(0, 2, 1) * r
     diag = np.arange(k)
-    Q[:, diag, diag] = (r ** 2).sum(axis=1)  # r_tt = 0
+    Q[:, diag, diag] = (r**2).sum(axis=1)  # r_tt = 0
     return Q
 
 
@@ -126,8 +127,9 @@ def _coupling_exact(Q):
 def test_pairwise_coupling_solves_wu_lin_weng_method_2(pendigits_full):
     X, y = pendigits_full[:2]
     keep = np.isin(y, [0, 2, 4, 6, 8])
-    clf = svmcore.SVC(kernel="rbf", gamma=2.0, C=1.0, probability=True, random_state=0).fit(X[keep][:700],
-                                                                                            y[keep][:700])
+    clf = svmcore.SVC(kernel="rbf", gamma=2.0, C=1.0, probability=True, random_state=0).fit(
+        X[keep][:700], y[keep][:700]
+    )
     F = clf._pairwise_decision(X[~keep][:1000])  # real decision values, of digits the model never saw too
     k, pairs = 5, ovo_pairs(5)
     rng = np.random.default_rng(0)
@@ -157,8 +159,9 @@ def test_sigmoid_and_coupling_reproduce_libsvm_from_its_own_model(faces, digits)
     # rounding. LIBSVM's pair (a, b) sigmoid is stated for class a and decision value -f (ours: b and f), so
     # P(b) = 1 - sigmoid(f_libsvm; probA, probB).
     for (X, y, Xt, _), params in ((faces, dict(gamma=0.02, C=2.0)), (digits, dict(gamma=2.0, C=10.0))):
-        ref = sk_fit(sk_svc(kernel="rbf", probability=True, random_state=0, decision_function_shape="ovo",
-                            **params), X, y)
+        ref = sk_fit(
+            sk_svc(kernel="rbf", probability=True, random_state=0, decision_function_shape="ovo", **params), X, y
+        )
         F = np.atleast_2d(ref.decision_function(Xt).T).T
         k = len(ref.classes_)
         if k == 2:
@@ -172,9 +175,14 @@ def _log_loss(p, classes, y):
     return float(-np.mean(np.log(p[np.arange(len(y)), np.searchsorted(classes, y)])))
 
 
-@pytest.mark.parametrize("data,params", [("faces", dict(kernel="rbf", gamma=0.02, C=2.0)),
-                                         ("faces", dict(kernel="poly", degree=2, gamma=1 / 361, coef0=1.0, C=1.0)),
-                                         ("digits", dict(kernel="rbf", gamma=2.0, C=10.0))])
+@pytest.mark.parametrize(
+    "data,params",
+    [
+        ("faces", dict(kernel="rbf", gamma=0.02, C=2.0)),
+        ("faces", dict(kernel="poly", degree=2, gamma=1 / 361, coef0=1.0, C=1.0)),
+        ("digits", dict(kernel="rbf", gamma=2.0, C=10.0)),
+    ],
+)
 def test_predict_proba_matches_libsvm(request, data, params):
     X, y, Xt, yt = request.getfixturevalue(data)
     ours = svmcore.SVC(probability=True, random_state=0, **params).fit(X, y)
@@ -230,8 +238,8 @@ def test_folds_with_one_class_follow_libsvm(faces):
     # folds of sizes 1, 1, 1, 1, 2 over perm: the fold holding the face trains on non-faces only -> -1
     bounds = [(i * 6 // 5, (i + 1) * 6 // 5) for i in range(5)]
     face_fold = next((b, e) for b, e in bounds if 5 in perm[b:e])
-    assert np.all(f[perm[face_fold[0]:face_fold[1]]] == -1.0) and np.array_equal(kept, ys)
-    others = np.setdiff1d(np.arange(6), perm[face_fold[0]:face_fold[1]])
+    assert np.all(f[perm[face_fold[0] : face_fold[1]]] == -1.0) and np.array_equal(kept, ys)
+    others = np.setdiff1d(np.arange(6), perm[face_fold[0] : face_fold[1]])
     assert np.all(np.abs(f[others]) != 1.0)  # decision values of real fits elsewhere
     # the whole fit works on such a tiny problem and gives proper probabilities
     p = m.fit(X[rows], y[rows]).predict_proba(X[:50])
@@ -251,9 +259,11 @@ def test_persistence_keeps_predict_proba(digits, tmp_path, kernel):
         X, Xt = pairwise_kernel(X, kernel="rbf", gamma=2.0), pairwise_kernel(Xt, X, kernel="rbf", gamma=2.0)
     elif kernel == "sparse":
         import scipy.sparse as sp
+
         X, Xt = sp.csr_matrix(X), sp.csr_matrix(Xt)
-    m = svmcore.SVC(kernel="precomputed" if kernel == "precomputed" else "rbf", gamma=2.0, C=10.0,
-                    probability=True, random_state=7).fit(X, y)
+    m = svmcore.SVC(
+        kernel="precomputed" if kernel == "precomputed" else "rbf", gamma=2.0, C=10.0, probability=True, random_state=7
+    ).fit(X, y)
     back = svmcore.load(m.save(tmp_path / "p.npz"))
     assert back.probability and back.random_state == 7
     np.testing.assert_array_equal(back.probA_, m.probA_)
@@ -261,23 +271,27 @@ def test_persistence_keeps_predict_proba(digits, tmp_path, kernel):
     assert m.probA_.shape == m.probB_.shape == (6,)
 
 
-@pytest.mark.parametrize("edit,match", [
-    (lambda h, a: a.pop("probB_"), "missing array 'probB_'"),
-    (lambda h, a: a.update(probA_=np.zeros(2)), "probA_ must be"),
-    (lambda h, a: a.update(probA_=np.array([np.nan])), "probA_"),
-    (lambda h, a: a.update(probB_=a["probB_"].astype(np.int64)), "probB_ must be"),
-    (lambda h, a: h["params"].update(probability=False), "probability=False"),
-    (lambda h, a: h["params"].update(probability="yes"), "probability"),
-    (lambda h, a: h["params"].update(random_state=-1), "random_state"),
-])
+@pytest.mark.parametrize(
+    "edit,match",
+    [
+        (lambda h, a: a.pop("probB_"), "missing array 'probB_'"),
+        (lambda h, a: a.update(probA_=np.zeros(2)), "probA_ must be"),
+        (lambda h, a: a.update(probA_=np.array([np.nan])), "probA_"),
+        (lambda h, a: a.update(probB_=a["probB_"].astype(np.int64)), "probB_ must be"),
+        (lambda h, a: h["params"].update(probability=False), "probability=False"),
+        (lambda h, a: h["params"].update(probability="yes"), "probability"),
+        (lambda h, a: h["params"].update(random_state=-1), "random_state"),
+    ],
+)
 def test_load_refuses_inconsistent_probability_state(faces, tmp_path, edit, match, rewrite_model):
     path = svmcore.SVC(probability=True, random_state=0).fit(faces[0][:200], faces[1][:200]).save(tmp_path / "m.npz")
     with pytest.raises(ValueError, match=match):
         svmcore.load(rewrite_model(path, tmp_path / "bad.npz", edit))
     plain = svmcore.SVC().fit(faces[0][:200], faces[1][:200]).save(tmp_path / "plain.npz")
     with pytest.raises(ValueError, match="probability=False"):  # sigmoids without probability=True
-        svmcore.load(rewrite_model(plain, tmp_path / "bad2.npz", lambda h, a: a.update(probA_=np.zeros(1),
-                                                                                  probB_=np.zeros(1))))
+        svmcore.load(
+            rewrite_model(plain, tmp_path / "bad2.npz", lambda h, a: a.update(probA_=np.zeros(1), probB_=np.zeros(1)))
+        )
 
 
 def test_errors(faces, tmp_path):
@@ -298,8 +312,11 @@ def test_errors(faces, tmp_path):
         m.predict_proba(X[:, :10])
     with pytest.raises(ValueError, match="NaN"):
         m.predict_proba(np.full((1, 361), np.nan))
-    for bad, exc in ((dict(probability="yes"), TypeError), (dict(random_state=-1), ValueError),
-                     (dict(random_state=1.5), TypeError)):
+    for bad, exc in (
+        (dict(probability="yes"), TypeError),
+        (dict(random_state=-1), ValueError),
+        (dict(random_state=1.5), TypeError),
+    ):
         with pytest.raises(exc, match="probability" if "probability" in bad else "random_state"):
             svmcore.SVC(**bad).fit(X, y)
     with pytest.raises(ValueError, match="equal length"):
@@ -310,8 +327,12 @@ def test_errors(faces, tmp_path):
         pairwise_coupling(np.array([[0.5, 1.0, 0.2]]), ovo_pairs(3), 3)
     with pytest.raises(ValueError, match="one column per pair"):
         pairwise_coupling(np.full((2, 2), 0.5), ovo_pairs(3)[:2], 3)
-    for pairs in ([[0, 1], [0, 2], [1, 10**8]], [[0, 1], [0, 1], [1, 2]], [[0, 0], [1, 1], [2, 2]],
-                  [[0, 1], [0, 2], [-1, 2]]):  # unchecked indices in the compiled loop crashed the interpreter
+    for pairs in (
+        [[0, 1], [0, 2], [1, 10**8]],
+        [[0, 1], [0, 1], [1, 2]],
+        [[0, 0], [1, 1], [2, 2]],
+        [[0, 1], [0, 2], [-1, 2]],
+    ):  # unchecked indices in the compiled loop crashed the interpreter
         with pytest.raises(ValueError, match="once each"):
             pairwise_coupling(np.full((2, 3), 0.6), pairs, 3)
     # save writes only what load accepts: a Generator seed is not stored; bad parameters set after fit are for

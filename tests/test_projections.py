@@ -2,6 +2,7 @@
 
 TOPK_QP_CASES=3000 (environment) runs thousands of random problems; the default keeps the test fast.
 """
+
 import os
 
 import cvxopt
@@ -37,8 +38,13 @@ def qp_reference(a, kind, k=1, r=1.0, rho=0.0, hi=None):
     x = None
     for tol in (1e-10, 1e-9, 1e-8, 1e-7):
         try:
-            sol = cvxopt.solvers.qp(cvxopt.matrix(P), cvxopt.matrix(q), cvxopt.matrix(G), cvxopt.matrix(h),
-                                    options=dict(show_progress=False, abstol=tol, reltol=tol, feastol=tol))
+            sol = cvxopt.solvers.qp(
+                cvxopt.matrix(P),
+                cvxopt.matrix(q),
+                cvxopt.matrix(G),
+                cvxopt.matrix(h),
+                options=dict(show_progress=False, abstol=tol, reltol=tol, feastol=tol),
+            )
             x = np.array(sol["x"]).ravel()
             break
         except (ValueError, ArithmeticError):
@@ -134,16 +140,19 @@ def test_large_inputs_feasible_and_permutation_equivariant():
             assert all(f(x) <= f(x + t * (y - x)) + 1e-9 for t in (1e-3, 1e-2, 0.1, 1.0))
 
 
-@pytest.mark.parametrize("bad, err", [
-    (dict(a=[1.0, np.nan], k=1), ValueError),
-    (dict(a=[1.0, 2.0], k=3), ValueError),
-    (dict(a=[1.0, 2.0], k=0), ValueError),
-    (dict(a=[1.0, 2.0], k=1.5), TypeError),
-    (dict(a=[[1.0, 2.0]], k=1), ValueError),
-    (dict(a=[1.0, 2.0], k=1, r=0.0), ValueError),
-    (dict(a=[1.0, 2.0], k=1, rho=-1.0), ValueError),
-    (dict(a=["x", "y"], k=1), TypeError),
-])
+@pytest.mark.parametrize(
+    "bad, err",
+    [
+        (dict(a=[1.0, np.nan], k=1), ValueError),
+        (dict(a=[1.0, 2.0], k=3), ValueError),
+        (dict(a=[1.0, 2.0], k=0), ValueError),
+        (dict(a=[1.0, 2.0], k=1.5), TypeError),
+        (dict(a=[[1.0, 2.0]], k=1), ValueError),
+        (dict(a=[1.0, 2.0], k=1, r=0.0), ValueError),
+        (dict(a=[1.0, 2.0], k=1, rho=-1.0), ValueError),
+        (dict(a=["x", "y"], k=1), TypeError),
+    ],
+)
 def test_bad_input(bad, err):
     with pytest.raises(err):
         project_topk_simplex(**bad)
@@ -171,5 +180,6 @@ def test_huge_entries_stay_feasible():
                 assert x.min() >= 0.0 and x.max() <= 1.0 / k + 1e-12
                 assert x.sum() == pytest.approx(1.0, abs=1e-12)  # |a| >> r: the sum constraint is active
             # the same as the projection of moderate entries with the same differences (both have <1, x> = r)
-            np.testing.assert_allclose(project_topk_simplex(a, k, 1.0, 1.0),
-                                       project_topk_simplex(a - a.max() + 100.0, k, 1.0, 1.0), atol=1e-12)
+            np.testing.assert_allclose(
+                project_topk_simplex(a, k, 1.0, 1.0), project_topk_simplex(a - a.max() + 100.0, k, 1.0, 1.0), atol=1e-12
+            )

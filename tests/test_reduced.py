@@ -1,5 +1,6 @@
 """The exact reduced set of a quadratic-kernel SVM: the decision function of a real face SVM kept to rounding
 with at most d + 1 vectors; saved and loaded like any SVC; refused where it cannot hold."""
+
 import numpy as np
 import pytest
 
@@ -38,8 +39,11 @@ def test_same_decision_function_with_at_most_d_plus_1_vectors(face_svm, tmp_path
 def test_refused_where_it_cannot_hold(face_svm, cbcl):
     svc, Ft = face_svm
     X, y, _, _ = cbcl_sample(cbcl, 300, 10)
-    for params, what in (({"kernel": "rbf"}, "kernel='poly'"), ({"kernel": "poly", "degree": 3}, "degree 3"),
-                         ({"kernel": "poly", "degree": 2, "coef0": 0.0}, "coef0 0.0")):
+    for params, what in (
+        ({"kernel": "rbf"}, "kernel='poly'"),
+        ({"kernel": "poly", "degree": 3}, "degree 3"),
+        ({"kernel": "poly", "degree": 2, "coef0": 0.0}, "coef0 0.0"),
+    ):
         with pytest.raises(ValueError, match=what):
             reduce_quadratic(svmcore.SVC(**params).fit(X, y))
     with pytest.raises(ValueError, match="two-class"):

@@ -1,4 +1,5 @@
 """Scoring, dense prefilter, pyramid scanning and merging, checked against brute force on real images."""
+
 from pathlib import Path
 
 import cv2
@@ -28,6 +29,7 @@ def subset(data_dir):
 @pytest.fixture(scope="module")
 def svm(subset):
     from svmcore import SVC
+
     X, y, _, _ = subset
     return SVC(C=10.0, kernel="poly", degree=2, gamma="auto", coef0=1.0).fit(window_features(X), y)
 
@@ -53,6 +55,7 @@ def test_quadratic_form_equals_kernel_expansion(subset, svm):
 
 def test_scorer_uses_the_fitted_kernel_after_set_params(subset, svm):
     import copy
+
     _, _, Xt, _ = subset  # the quadratic form must come from the kernel the model was fitted with
     F = window_features(Xt)
     changed = copy.deepcopy(svm).set_params(coef0=5.0)  # still a quadratic form, with another coef0
@@ -107,7 +110,7 @@ def test_cut_windows_are_the_image_windows(astro):
         win = cut_windows(level, ys, xs)
         assert win.dtype == level.dtype and win.shape == (500, 19, 19)
         for k in (0, 1, 250, 499):
-            np.testing.assert_array_equal(win[k], level[ys[k]:ys[k] + 19, xs[k]:xs[k] + 19])
+            np.testing.assert_array_equal(win[k], level[ys[k] : ys[k] + 19, xs[k] : xs[k] + 19])
     assert cut_windows(astro, [], []).shape == (0, 19, 19)
     for y, x in ((512 - 18, 0), (0, -1)):  # the window would leave the image
         with pytest.raises(IndexError):
@@ -153,8 +156,10 @@ def test_dense_stage1_screen_within_margin(astro):
     score, norm = prefilter_map(level, prefilter)
     ys, xs = np.nonzero(np.isfinite(score))
     ref = prefilter.scores(cut_windows(level, ys, xs))[:, 1]
-    dense = cv2.matchTemplate(level.astype(np.float32), prefilter.weights[1].astype(np.float32),
-                              cv2.TM_CCORR)[ys, xs] / norm[ys, xs]
+    dense = (
+        cv2.matchTemplate(level.astype(np.float32), prefilter.weights[1].astype(np.float32), cv2.TM_CCORR)[ys, xs]
+        / norm[ys, xs]
+    )
     assert np.abs(dense - ref).max() < _MARGIN / 100
 
 
@@ -168,6 +173,7 @@ def test_prefilter_stages_are_fisher_discriminants_of_the_windows_passing_earlie
     # stage k is Fisher's discriminant (scikit-learn's shrunk LDA) of the faces and non-faces that pass stages < k,
     # with its threshold at the recall quantile of those faces: a cascade, not k filters fitted on the same data
     from sklearn.discriminant_analysis import LinearDiscriminantAnalysis
+
     d = np.load(data_dir / "cbcl_face_db1" / "cbcl_face_db1_19x19_uint8.npz")
     faces, nonfaces = d["X_train"][:2429:4], d["X_train"][2429:]  # 4548 non-faces: 215 pass stage 0, 23 stage 1
     pf = Prefilter.fit(faces, nonfaces, recall=0.99, n_stages=3, min_nonfaces=20)
@@ -181,7 +187,8 @@ def test_prefilter_stages_are_fisher_discriminants_of_the_windows_passing_earlie
         f, n = np.all(sf[:, :k] > pf.thresholds[:k], axis=1), np.all(sn[:, :k] > pf.thresholds[:k], axis=1)
         # pf's shrinkage 0.1 tr/p on the pooled covariance is sklearn's (1-s) cov + s tr/p with s = 1/11
         lda = LinearDiscriminantAnalysis(solver="lsqr", shrinkage=1 / 11).fit(
-            np.r_[zf[f], zn[n]], np.r_[np.ones(f.sum()), np.zeros(n.sum())])
+            np.r_[zf[f], zn[n]], np.r_[np.ones(f.sum()), np.zeros(n.sum())]
+        )
         w = lda.coef_[0] - plane @ np.linalg.lstsq(plane, lda.coef_[0], rcond=None)[0]
         assert w @ W[k] / np.linalg.norm(w) > 0.999
         assert abs(np.mean(sf[f, k] > pf.thresholds[k]) - 0.99) < 0.005
@@ -212,7 +219,7 @@ def brute_force(grey, score_fn, scale_factor, min_window, stride=2):
         sx, sy = W / size[0], H / size[1]
         for y in range(0, size[1] - 18, stride):
             for x in range(0, size[0] - 18, stride):
-                w = level[y:y + 19, x:x + 19][None]
+                w = level[y : y + 19, x : x + 19][None]
                 rows.append([x * sx, y * sy, 19 * sx, 19 * sy, score_fn(w)])
     return np.array(rows)
 
@@ -233,8 +240,17 @@ def test_scan_equals_brute_force(astro, svm, prefilter):
 
     ref = brute_force(grey, cascade_score, 1.3, 30)
     ref = ref[ref[:, 4] > 0]
-    got, win = scan(grey, scorer, window_features, prefilter, scale_factor=1.3, stride=2, min_window=30,
-                    threshold=0.0, return_windows=True)
+    got, win = scan(
+        grey,
+        scorer,
+        window_features,
+        prefilter,
+        scale_factor=1.3,
+        stride=2,
+        min_window=30,
+        threshold=0.0,
+        return_windows=True,
+    )
     assert len(ref) > 0
     np.testing.assert_allclose(got, ref, rtol=0, atol=2e-5)
     np.testing.assert_allclose(scorer(window_features(win)), got[:, 4])
@@ -258,7 +274,7 @@ def test_large_levels_are_screened_in_bands_with_the_same_result(astro, svm, pre
     whole = scan(astro, scorer, window_features, prefilter, stride=stride, min_window=40, threshold=-np.inf)
     monkeypatch.setattr(scan_module, "_BAND_PIXELS", 20_000)  # bands of ~40 rows of a 512-wide level
     banded = scan(astro, scorer, window_features, prefilter, stride=stride, min_window=40, threshold=-np.inf)
-    assert len(whole) > 800 // stride ** 2  # windows through the cascade, from every band
+    assert len(whole) > 800 // stride**2  # windows through the cascade, from every band
     np.testing.assert_array_equal(banded[np.lexsort(banded.T[::-1])], whole[np.lexsort(whole.T[::-1])])
 
 
@@ -276,10 +292,11 @@ def test_refine_is_stride_1_and_half_steps_next_to_promising_windows(astro, svm,
     half = got[~on_levels]
     assert len(half) and len(np.unique(np.round(half[:, 2], 6))) == len(pyramid) - 1
     for x, y, w, h, score in half[::25]:
-        level = cv2.resize(grey, (int(round(grey.shape[1] * 19 / w)), int(round(grey.shape[0] * 19 / h))),
-                           interpolation=cv2.INTER_AREA)
+        level = cv2.resize(
+            grey, (int(round(grey.shape[1] * 19 / w)), int(round(grey.shape[0] * 19 / h))), interpolation=cv2.INTER_AREA
+        )
         i, j = int(round(y * 19 / h)), int(round(x * 19 / w))
-        assert scorer(window_features(level[i:i + 19, j:j + 19][None]))[0] == pytest.approx(score, abs=2e-5)
+        assert scorer(window_features(level[i : i + 19, j : j + 19][None]))[0] == pytest.approx(score, abs=2e-5)
     # finite refine: on the levels, the grid windows above threshold plus the off-grid ones within 1 px of a
     # grid window scoring above refine (most off-grid windows are not, and are never scored)
     th, refine = 0.0, -0.5
@@ -287,8 +304,9 @@ def test_refine_is_stride_1_and_half_steps_next_to_promising_windows(astro, svm,
     got = scan(grey, scorer, window_features, None, stride=2, threshold=th, refine=refine, **kw)
     pf, pg = _level_positions(full), _level_positions(grid)
     on_grid = (pf[:, 1] % 2 == 0) & (pf[:, 2] % 2 == 0)
-    near = np.array([np.any((pg[:, 0] == a) & (np.abs(pg[:, 1] - b) <= 1) & (np.abs(pg[:, 2] - c) <= 1))
-                     for a, b, c in pf])
+    near = np.array(
+        [np.any((pg[:, 0] == a) & (np.abs(pg[:, 1] - b) <= 1) & (np.abs(pg[:, 2] - c) <= 1)) for a, b, c in pf]
+    )
     expected = full[(full[:, 4] > th) & (on_grid | near)]
     assert (~on_grid & near & (full[:, 4] > th)).any() and near[~on_grid].mean() < 0.2
     on_levels = np.isin(np.round(got[:, 2], 6), pyramid)
@@ -298,8 +316,9 @@ def test_refine_is_stride_1_and_half_steps_next_to_promising_windows(astro, svm,
     low = scan(grey, scorer, window_features, None, stride=2, threshold=-1.0, refine=refine, **kw)
     np.testing.assert_allclose(_rows(low[low[:, 4] > th]), _rows(got), atol=2e-5)  # float32 BLAS batches
     # with a prefilter, every refined window passes it too
-    got, win = scan(grey, scorer, window_features, prefilter, stride=2, threshold=th, refine=refine,
-                    return_windows=True, **kw)
+    got, win = scan(
+        grey, scorer, window_features, prefilter, stride=2, threshold=th, refine=refine, return_windows=True, **kw
+    )
     assert len(got) and prefilter.accept(prefilter.scores(win)).all()
 
 
@@ -321,8 +340,7 @@ def test_levels_on_several_threads_give_the_same_scan_and_restore_thread_setting
             scan(astro, scorer, window_features, prefilter, threads=bad)
 
 
-def test_overlapping_scans_restore_blas_threads_and_a_failed_level_cancels_the_rest(astro, svm, prefilter,
-                                                                                  monkeypatch):
+def test_overlapping_scans_restore_blas_threads_and_a_failed_level_cancels_the_rest(astro, svm, prefilter, monkeypatch):
     import threading
     from concurrent.futures import ThreadPoolExecutor
 
@@ -335,8 +353,11 @@ def test_overlapping_scans_restore_blas_threads_and_a_failed_level_cancels_the_r
     before = [p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"]
     ref = scan(grey, scorer, window_features, prefilter, stride=2, min_window=24, threads=1)
     with ThreadPoolExecutor(2) as callers:  # two scans at once, each on two threads, many times
-        runs = list(callers.map(lambda _: scan(grey, scorer, window_features, prefilter, stride=2, min_window=24,
-                                               threads=2), range(12)))
+        runs = list(
+            callers.map(
+                lambda _: scan(grey, scorer, window_features, prefilter, stride=2, min_window=24, threads=2), range(12)
+            )
+        )
     assert all(np.array_equal(r, ref) for r in runs)
     assert [p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"] == before
 
@@ -345,8 +366,15 @@ def test_overlapping_scans_restore_blas_threads_and_a_failed_level_cancels_the_r
     # before the error is seen, and that level holds it too: so at most 3 levels start whatever the timing.
     # Waiting for the levels in order would wait on the first forever (the 30 s guard: a deadlock, not a timing).
     sizes = []
-    scan(astro, lambda X, floor=-np.inf: sizes.append(len(X)) or np.zeros(len(X)), window_features, prefilter,
-         stride=2, min_window=24, threads=1)
+    scan(
+        astro,
+        lambda X, floor=-np.inf: sizes.append(len(X)) or np.zeros(len(X)),
+        window_features,
+        prefilter,
+        stride=2,
+        min_window=24,
+        threads=1,
+    )
     calls, stuck, lock, failed, settled = [], [], threading.Lock(), threading.Event(), threading.Event()
     real_wait = par.wait
 
@@ -354,6 +382,7 @@ def test_overlapping_scans_restore_blas_threads_and_a_failed_level_cancels_the_r
         def check(_):
             if all(f.running() or f.done() for f in futures):
                 settled.set()
+
         for f in futures:
             f.add_done_callback(check)  # a cancelled future calls it too
         return real_wait(futures, **kw)
@@ -380,13 +409,21 @@ def test_levels_fall_back_to_one_thread_under_numba_workqueue(data_dir):
     import subprocess
     import sys
 
-    code = ("import numpy as np, numba; from facedet import load_default; from facedet.imageio import read_grey; "
-            f"g = read_grey({str(data_dir / 'misc_faces_skimage' / 'astronaut.png')!r})[40:260, 120:340]; "
-            "d = load_default(); a, b = d.detect(g, threads=1), d.detect(g, threads=2); "
-            "print(numba.threading_layer(), len(a), np.array_equal(a, b))")  # threads=2 asked: a warning
+    code = (
+        "import numpy as np, numba; from facedet import load_default; from facedet.imageio import read_grey; "
+        f"g = read_grey({str(data_dir / 'misc_faces_skimage' / 'astronaut.png')!r})[40:260, 120:340]; "
+        "d = load_default(); a, b = d.detect(g, threads=1), d.detect(g, threads=2); "
+        "print(numba.threading_layer(), len(a), np.array_equal(a, b))"
+    )  # threads=2 asked: a warning
     env = {**os.environ, "NUMBA_THREADING_LAYER": "workqueue"}
-    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300,
-                       cwd=Path(__file__).resolve().parents[1])
+    r = subprocess.run(
+        [sys.executable, "-c", code],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=Path(__file__).resolve().parents[1],
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     assert r.stdout.split() == ["workqueue", "1", "True"] and "workqueue threading layer" in r.stderr
     assert "running on one thread" in r.stderr
@@ -420,20 +457,32 @@ def test_merge_refuses_nan_scores():
 
 
 def test_merge_groups_overlapping_boxes():
-    dets = np.array([[10, 10, 20, 20, 1.0], [12, 11, 20, 20, 2.0], [11, 9, 22, 22, 0.5],
-                     [100, 100, 30, 30, 0.7], [300, 5, 19, 19, 0.1]])
+    dets = np.array(
+        [
+            [10, 10, 20, 20, 1.0],
+            [12, 11, 20, 20, 2.0],
+            [11, 9, 22, 22, 0.5],
+            [100, 100, 30, 30, 0.7],
+            [300, 5, 19, 19, 0.1],
+        ]
+    )
     m = merge_detections(dets, iou=0.3, min_neighbors=1)
     assert m.shape == (3, 6)
     np.testing.assert_allclose(m[0], [11, 10, 20.666666666666668, 20.666666666666668, 2.0, 3])
     assert list(m[:, 5]) == [3, 1, 1]
     assert len(merge_detections(dets, iou=0.3, min_neighbors=2)) == 1
     assert merge_detections(np.empty((0, 5))).shape == (0, 6) and merge_detections([]).shape == (0, 6)
-    for bad, kw in ((dets, {"min_neighbors": 0}), (dets, {"min_neighbors": 2.5}),
-                    (np.r_[dets, [[0, 0, -1, 5, 1.0]]], {}), (np.r_[dets, [[np.nan, 0, 5, 5, 1.0]]], {})):
+    for bad, kw in (
+        (dets, {"min_neighbors": 0}),
+        (dets, {"min_neighbors": 2.5}),
+        (np.r_[dets, [[0, 0, -1, 5, 1.0]]], {}),
+        (np.r_[dets, [[np.nan, 0, 5, 5, 1.0]]], {}),
+    ):
         with pytest.raises((ValueError, TypeError)):
             merge_detections(bad, **kw)
-    np.testing.assert_allclose(box_iou(np.array([0, 0, 10, 10.]), np.array([[5, 0, 10, 10.], [20, 20, 1, 1.]])),
-                               [1 / 3, 0])
+    np.testing.assert_allclose(
+        box_iou(np.array([0, 0, 10, 10.0]), np.array([[5, 0, 10, 10.0], [20, 20, 1, 1.0]])), [1 / 3, 0]
+    )
     with pytest.raises(ValueError):
         merge_detections(np.zeros((3, 4)))
 
@@ -445,14 +494,14 @@ def test_a_window_the_size_of_the_image_is_scanned(data_dir, svm):
     face = d["X_test"][3]
     scorer = make_scorer(svm)
     ref = svm.decision_function(window_features(face[None]))[0]
-    np.testing.assert_allclose(scan(face, scorer, window_features, None, threshold=-np.inf),
-                               [[0, 0, 19, 19, ref]], atol=2e-5)
+    np.testing.assert_allclose(
+        scan(face, scorer, window_features, None, threshold=-np.inf), [[0, 0, 19, 19, ref]], atol=2e-5
+    )
     big = cv2.resize(face, (38, 38), interpolation=cv2.INTER_LINEAR)  # scales 1 and 2 exactly
     assert pyramid_scales(38, 38, 2.0) == [1.0, 2.0]
     got = scan(big, scorer, window_features, None, scale_factor=2.0, threshold=-np.inf)
     top = cv2.resize(big, (19, 19), interpolation=cv2.INTER_AREA)
-    np.testing.assert_allclose(got[-1], [0, 0, 38, 38, svm.decision_function(window_features(top[None]))[0]],
-                               atol=2e-5)
+    np.testing.assert_allclose(got[-1], [0, 0, 38, 38, svm.decision_function(window_features(top[None]))[0]], atol=2e-5)
 
 
 def test_cascade_stages_are_exact_at_their_thresholds(astro, svm):
@@ -465,7 +514,7 @@ def test_cascade_stages_are_exact_at_their_thresholds(astro, svm):
     H, W = grey.shape
     size = (int(round(W / s)), int(round(H / s)))
     level = cv2.resize(grey, size, interpolation=cv2.INTER_AREA)
-    ys, xs = np.mgrid[0:size[1] - 18:2, 0:size[0] - 18:2].reshape(2, -1)
+    ys, xs = np.mgrid[0 : size[1] - 18 : 2, 0 : size[0] - 18 : 2].reshape(2, -1)
     S = Prefilter(shipped.weights[:3], shipped.thresholds[:3]).scores(cut_windows(level, ys, xs))
     t = shipped.thresholds[:3].copy()
     passing = np.flatnonzero(np.all(S > t, axis=1))
@@ -474,8 +523,16 @@ def test_cascade_stages_are_exact_at_their_thresholds(astro, svm):
     ok = np.all(S > t, axis=1)
     assert ok[i] and 0 < ok.sum() < len(ok)
     assert (np.all(S[:, :2] > t[:2], axis=1) & (S[:, 2] <= t[2])).any()  # stage 2 decides some windows
-    got = scan(grey, make_scorer(svm), window_features, Prefilter(shipped.weights[:3], t), stride=2,
-               min_window=30, max_window=30, threshold=-np.inf)
+    got = scan(
+        grey,
+        make_scorer(svm),
+        window_features,
+        Prefilter(shipped.weights[:3], t),
+        stride=2,
+        min_window=30,
+        max_window=30,
+        threshold=-np.inf,
+    )
     sx, sy = W / size[0], H / size[1]
     assert np.allclose(got[:, 2], 19 * sx) and np.allclose(got[:, 3], 19 * sy)
     pos = {(int(round(y / sy)), int(round(x / sx))) for x, y in got[:, :2]}
@@ -503,8 +560,13 @@ def test_refine_scores_exactly_the_windows_its_definition_names(astro, svm):
         grid = (pos % 2 == 0).all(axis=1)
         seeds = pos[grid & (rows[:, 4] > refine)]
         expected = {(y, x) for y in range(0, ny, 2) for x in range(0, nx, 2)}
-        expected |= {(y + dy, x + dx) for y, x in seeds for dy in (-1, 0, 1) for dx in (-1, 0, 1)
-                     if 0 <= y + dy < ny and 0 <= x + dx < nx}
+        expected |= {
+            (y + dy, x + dx)
+            for y, x in seeds
+            for dy in (-1, 0, 1)
+            for dx in (-1, 0, 1)
+            if 0 <= y + dy < ny and 0 <= x + dx < nx
+        }
         assert len(rows) == len(expected) and {tuple(p) for p in pos} == expected
     n_half = 0
     for k in range(len(scales) - 1):
@@ -612,11 +674,13 @@ def test_scan_uses_only_what_the_scorer_promises_below_the_floor(astro, svm):
 
 
 def test_scan_and_merge_parameters_are_checked(svm, astro):
-    for kwargs, err, match in (({"stride": 1.5}, TypeError, "stride: expected an integer"),
-                               ({"threshold": np.nan}, ValueError, "threshold: must be a number"),
-                               ({"refine": np.nan}, ValueError, "refine: must be a number"),
-                               ({"scale_factor": 1.000001}, ValueError, "scale_factor: must be >= 1.01"),
-                               ({"min_window": np.nan}, ValueError, "min_window: must be finite")):
+    for kwargs, err, match in (
+        ({"stride": 1.5}, TypeError, "stride: expected an integer"),
+        ({"threshold": np.nan}, ValueError, "threshold: must be a number"),
+        ({"refine": np.nan}, ValueError, "refine: must be a number"),
+        ({"scale_factor": 1.000001}, ValueError, "scale_factor: must be >= 1.01"),
+        ({"min_window": np.nan}, ValueError, "min_window: must be finite"),
+    ):
         with pytest.raises(err, match=match):
             scan(astro, make_scorer(svm), window_features, **kwargs)
     with pytest.raises(TypeError, match="iou: expected a real number"):
@@ -639,7 +703,7 @@ def test_a_half_step_of_the_size_of_a_level_scores_its_windows_once(data_dir):
     for x, y, w, h, score in rows[::7]:
         level = cv2.resize(grey, (int(round(W * 19 / w)), int(round(H * 19 / h))), interpolation=cv2.INTER_AREA)
         i, j = int(round(y * 19 / h)), int(round(x * 19 / w))
-        assert det.score_windows(level[i:i + 19, j:j + 19][None])[0] == pytest.approx(score, abs=2e-5)
+        assert det.score_windows(level[i : i + 19, j : j + 19][None])[0] == pytest.approx(score, abs=2e-5)
     one = read_grey(data_dir / "scenes_annotated_dlib_voc" / "images" / "2008_007676.jpg")[113:168, 305:360]
     lone = det.with_params(min_neighbors=2)
     assert len(lone.scan_windows(one)) == 1 and len(lone.detect(one)) == 0
@@ -655,8 +719,18 @@ def test_flat_windows_pass_no_stage_of_any_cascade(data_dir):
     one = Prefilter(shipped.prefilter.weights[:1], shipped.prefilter.thresholds[:1])
     assert one.threshold < 0
     grey = read_grey(data_dir / "nonface_scenes" / "skimage" / "moon.png")[:120, :160]
-    rows, win = scan(grey, shipped._scorer, window_features, one, scale_factor=1.3, stride=2, min_window=19,
-                     threshold=-100.0, refine=-100.0, return_windows=True)
+    rows, win = scan(
+        grey,
+        shipped._scorer,
+        window_features,
+        one,
+        scale_factor=1.3,
+        stride=2,
+        min_window=19,
+        threshold=-100.0,
+        refine=-100.0,
+        return_windows=True,
+    )
     flat = ~np.any(normalized_pixels(win), axis=1)
     assert len(rows) > 10_000 and not flat.any()
     # the per-window rule agrees with the dense map: flat windows of the level are -inf, and pass no stage

@@ -1,5 +1,6 @@
 """The scripts in scripts/ refuse bad options and incomplete data folders with a one-line usage error (exit 2)
 before anything runs, never a traceback from inside a loader or a solver."""
+
 import os
 import subprocess
 import sys
@@ -12,8 +13,9 @@ SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
 
 def run_script(name, *args, env=None):
     env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "NUMBA_NUM_THREADS": "1", **(env or {})}
-    return subprocess.run([sys.executable, str(SCRIPTS / name), *args], capture_output=True, text=True,
-                          env=env, timeout=300)
+    return subprocess.run(
+        [sys.executable, str(SCRIPTS / name), *args], capture_output=True, text=True, env=env, timeout=300
+    )
 
 
 def assert_usage_error(r, *needles):
@@ -23,16 +25,19 @@ def assert_usage_error(r, *needles):
     assert ": error: " in last and all(n in last for n in needles), r.stderr
 
 
-@pytest.mark.parametrize("argv", [
-    ("train_pmsvm_detector.py", "--out", "{tmp}/m.npz", "--data", "{empty}"),
-    ("train_default.py", "--out", "{tmp}/m.npz", "--data", "{empty}"),
-    ("bench_svc.py", "--problems", "pendigits", "--data", "{empty}"),
-    ("bench_svmplus.py", "--sizes", "500", "--data", "{empty}"),
-    ("bench_detect.py", "--no-dlib", "--data", "{empty}"),
-    ("bench_detect.py", "--mit-cmu", "--no-dlib", "--data", "{empty}"),
-    ("bench_detect.py", "--webfaces-val", "--no-dlib", "--data", "{empty}"),
-    ("svmplus_faces.py", "--data", "{empty}"),
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("train_pmsvm_detector.py", "--out", "{tmp}/m.npz", "--data", "{empty}"),
+        ("train_default.py", "--out", "{tmp}/m.npz", "--data", "{empty}"),
+        ("bench_svc.py", "--problems", "pendigits", "--data", "{empty}"),
+        ("bench_svmplus.py", "--sizes", "500", "--data", "{empty}"),
+        ("bench_detect.py", "--no-dlib", "--data", "{empty}"),
+        ("bench_detect.py", "--mit-cmu", "--no-dlib", "--data", "{empty}"),
+        ("bench_detect.py", "--webfaces-val", "--no-dlib", "--data", "{empty}"),
+        ("svmplus_faces.py", "--data", "{empty}"),
+    ],
+)
 def test_data_folder_without_the_files(tmp_path, argv):
     empty = tmp_path / "empty"
     empty.mkdir()
@@ -44,8 +49,18 @@ def test_data_folder_without_the_files(tmp_path, argv):
 def test_bench_detect_mit_cmu_quick_run(data_dir):
     """The MIT+CMU mode on two images with the Haar cascade only (its box map fitted on 5 val images): the ROC
     table has a figure at each of Viola and Jones' false-positive counts, and their published row."""
-    r = run_script("bench_detect.py", "--mit-cmu", "--no-default", "--no-dlib", "--limit", "2",
-                   "--calibration-images", "5", "--data", str(data_dir))
+    r = run_script(
+        "bench_detect.py",
+        "--mit-cmu",
+        "--no-default",
+        "--no-dlib",
+        "--limit",
+        "2",
+        "--calibration-images",
+        "5",
+        "--data",
+        str(data_dir),
+    )
     assert r.returncode == 0, r.stderr
     assert "the first 2 of 130 images (--limit: not the benchmark's figures)" in r.stdout, r.stdout
     header = next(line for line in r.stdout.splitlines() if line.startswith("| detector | boxes | swept"))
@@ -56,11 +71,14 @@ def test_bench_detect_mit_cmu_quick_run(data_dir):
     assert "| Viola-Jones, published (IJCV 2004, Table 3; 507 faces) | | | 76.1% | 88.4% |" in r.stdout
 
 
-@pytest.mark.parametrize("argv", [
-    ("bench_pmsvm.py", "--quick"),
-    ("bench_topk.py", "--quick", "--skip-projections"),
-    ("repro_topk.py", "--quick", "--datasets", "usps"),
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("bench_pmsvm.py", "--quick"),
+        ("bench_topk.py", "--quick", "--skip-projections"),
+        ("repro_topk.py", "--quick", "--datasets", "usps"),
+    ],
+)
 def test_facedet_data_without_the_files(tmp_path, argv):
     (tmp_path / "bench").mkdir()
     r = run_script(*argv, env={"FACEDET_DATA": str(tmp_path)})
@@ -98,14 +116,17 @@ def test_ablation_data_of_another_shape(tmp_path):
     assert_usage_error(r, "X_train (4, 100)", "19x19 patches")
 
 
-@pytest.mark.parametrize("argv, needle", [
-    (("train_pmsvm_detector.py", "--out", "{tmp}/m.npz", "--C", "-1"), "C: must be > 0"),
-    (("train_pmsvm_detector.py", "--out", "{tmp}/m.npz", "--p", "2"), "p <= 0"),
-    (("ablation_preprocess.py", "--C", "-1"), "--C"),
-    (("bench_svc.py", "--problems", "pendigits", "--cache-size", "-5"), "--cache-size"),
-    (("bench_svmplus.py", "--sizes", "-5"), "--sizes"),  # was X[:-5]: a run on 6,972 rows labelled -5
-    (("bench_svmplus.py", "--sizes", "500", "--tol", "-1"), "--tol"),
-])
+@pytest.mark.parametrize(
+    "argv, needle",
+    [
+        (("train_pmsvm_detector.py", "--out", "{tmp}/m.npz", "--C", "-1"), "C: must be > 0"),
+        (("train_pmsvm_detector.py", "--out", "{tmp}/m.npz", "--p", "2"), "p <= 0"),
+        (("ablation_preprocess.py", "--C", "-1"), "--C"),
+        (("bench_svc.py", "--problems", "pendigits", "--cache-size", "-5"), "--cache-size"),
+        (("bench_svmplus.py", "--sizes", "-5"), "--sizes"),  # was X[:-5]: a run on 6,972 rows labelled -5
+        (("bench_svmplus.py", "--sizes", "500", "--tol", "-1"), "--tol"),
+    ],
+)
 def test_bad_values_are_usage_errors(tmp_path, argv, needle):
     r = run_script(*[a.format(tmp=tmp_path) for a in argv])
     assert_usage_error(r, needle)
@@ -134,8 +155,12 @@ def test_out_in_a_folder_where_no_file_can_be_created(tmp_path, monkeypatch):
 def test_out_may_not_replace_an_input_data_file(tmp_path):
     """--out naming the CBCL patch file under --data would overwrite the training data once training ends."""
     data = tmp_path / "data"
-    for f in ("cbcl_face_db1/cbcl_face_db1_19x19_uint8.npz", "scenes_annotated_dlib_voc/boxes.csv",
-              "caltech_webfaces/landmarks.csv", "caltech_webfaces/boxes.csv"):
+    for f in (
+        "cbcl_face_db1/cbcl_face_db1_19x19_uint8.npz",
+        "scenes_annotated_dlib_voc/boxes.csv",
+        "caltech_webfaces/landmarks.csv",
+        "caltech_webfaces/boxes.csv",
+    ):
         (data / f).parent.mkdir(parents=True, exist_ok=True)
         (data / f).write_bytes(b"x")
     (data / "nonface_scenes").mkdir()
@@ -147,8 +172,12 @@ def test_out_may_not_replace_an_input_data_file(tmp_path):
 
 
 # options whose value has no default to state: repeatable, optional comparisons, required
-NO_DEFAULT = {("bench_detect.py", "--model"), ("train_default.py", "--check"), ("train_default.py", "--from-round"),
-              ("train_pmsvm_detector.py", "--out")}
+NO_DEFAULT = {
+    ("bench_detect.py", "--model"),
+    ("train_default.py", "--check"),
+    ("train_default.py", "--from-round"),
+    ("train_pmsvm_detector.py", "--out"),
+}
 
 
 @pytest.mark.parametrize("name", sorted(p.name for p in SCRIPTS.glob("[a-z]*.py")))

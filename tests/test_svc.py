@@ -45,8 +45,9 @@ def test_matches_libsvm(request, data, params):
     X, y, Xt, yt = request.getfixturevalue(data)
     ours = svmcore.SVC(tol=1e-3, **params).fit(X, y)
     ref = sk.SVC(tol=1e-3, **params).fit(X, y)
-    K = pairwise_kernel(X, kernel=params["kernel"], gamma=ours.gamma_, degree=params.get("degree", 3),
-                        coef0=params.get("coef0", 0.0))
+    K = pairwise_kernel(
+        X, kernel=params["kernel"], gamma=ours.gamma_, degree=params.get("degree", 3), coef0=params.get("coef0", 0.0)
+    )
     coef = np.zeros(len(X))
     coef[ours.support_] = ours.dual_coef_[0]
     ref_coef = np.zeros(len(X))
@@ -78,8 +79,9 @@ def _full_gradient_violation(m, X, y, C):
 def test_kkt_conditions_hold_on_full_gradient(cbcl_small, q, shrinking, capsys):
     X, y = cbcl_small[0][:800].copy(), cbcl_small[1][:800].copy()
     y[-1] = 1 - y[-1]  # a mislabelled last row: a margin violator at the end of every scan
-    m = svmcore.SVC(kernel="rbf", gamma="scale", C=5.0, tol=1e-4, working_set_size=q, shrinking=shrinking,
-                    verbose=True).fit(X, y)
+    m = svmcore.SVC(
+        kernel="rbf", gamma="scale", C=5.0, tol=1e-4, working_set_size=q, shrinking=shrinking, verbose=True
+    ).fit(X, y)
     # the KKT check below covers shrunk variables only if some were shrunk; these solves end before the first
     # callback (1000 iterations), so the verbose log is the witness (~610 of 800 shrunk, measured)
     assert ("variables shrunk" in capsys.readouterr().out) == shrinking
@@ -115,7 +117,7 @@ def test_working_set_selection_is_second_order_wss_by_brute_force(cbcl_small, q)
         gain = np.where(low & (v < m), (m - v) ** 2 / (K[i, i] + np.diag(K) - 2 * K[i]), -np.inf)
     first = np.where(up & (v > M) & (np.arange(300) != i), v, -np.inf)
     h_up = q // 2 - 1
-    expected = {i} | set(np.argsort(-gain)[:q - 1 - h_up]) | set(np.argsort(-first)[:h_up])
+    expected = {i} | set(np.argsort(-gain)[: q - 1 - h_up]) | set(np.argsort(-first)[:h_up])
     Qi = (ys[i] * ys * K[i]).astype(np.float32)  # Q's column i as the cache holds it
     B = select_working_set(G, alpha, ys, C, np.diag(K).copy(), np.arange(300), i, m, M, Qi, q)
     assert set(B.tolist()) == expected and len(expected) == q
@@ -169,16 +171,21 @@ def test_intercept_without_free_support_vectors(cbcl):
 
 def test_matches_general_qp_solver(cbcl_small):
     import cvxopt
+
     X, y = cbcl_small[0][:200], cbcl_small[1][:200]
     ys = np.where(y == 1, 1.0, -1.0)
     C = 2.0
     K = pairwise_kernel(X, kernel="poly", gamma=1 / 361, degree=2, coef0=1.0)
     n = len(X)
     cvxopt.solvers.options.update(show_progress=False, abstol=1e-10, reltol=1e-10, feastol=1e-10)
-    sol = cvxopt.solvers.qp(cvxopt.matrix(np.outer(ys, ys) * K), cvxopt.matrix(-np.ones(n)),
-                            cvxopt.matrix(np.vstack([-np.eye(n), np.eye(n)])),
-                            cvxopt.matrix(np.r_[np.zeros(n), C * np.ones(n)]),
-                            cvxopt.matrix(ys[None, :]), cvxopt.matrix(0.0))
+    sol = cvxopt.solvers.qp(
+        cvxopt.matrix(np.outer(ys, ys) * K),
+        cvxopt.matrix(-np.ones(n)),
+        cvxopt.matrix(np.vstack([-np.eye(n), np.eye(n)])),
+        cvxopt.matrix(np.r_[np.zeros(n), C * np.ones(n)]),
+        cvxopt.matrix(ys[None, :]),
+        cvxopt.matrix(0.0),
+    )
     qp_obj = sol["primal objective"]
     m = svmcore.SVC(kernel="poly", degree=2, gamma=1 / 361, coef0=1.0, C=C, tol=1e-5).fit(X, y)
     assert abs(m.objective_ - qp_obj) <= 1e-5 * abs(qp_obj)
@@ -188,8 +195,7 @@ def test_matches_general_qp_solver(cbcl_small):
 def test_working_set_size_shrinking_and_cache_do_not_change_the_solution(cbcl_small, q, shrinking, cache):
     X, y = cbcl_small[0][:1000], cbcl_small[1][:1000]
     base = svmcore.SVC(kernel="rbf", C=3.0, tol=1e-4).fit(X, y)
-    m = svmcore.SVC(kernel="rbf", C=3.0, tol=1e-4, working_set_size=q, shrinking=shrinking,
-                    cache_size=cache).fit(X, y)
+    m = svmcore.SVC(kernel="rbf", C=3.0, tol=1e-4, working_set_size=q, shrinking=shrinking, cache_size=cache).fit(X, y)
     assert abs(m.objective_ - base.objective_) <= 1e-5 * abs(base.objective_)
     assert np.corrcoef(m.decision_function(X[:300]), base.decision_function(X[:300]))[0, 1] > 0.99999
 
@@ -219,8 +225,9 @@ def test_large_c_with_shrinking_finds_the_optimum(cbcl):
     y[:40] = 1 - y[:40]
     m = svmcore.SVC(C=1e5, gamma=0.02).fit(X, y)
     ref = svmcore.SVC(C=1e5, gamma=0.02, shrinking=False).fit(X, y)
-    exact, exact_ref = (dual_objective(pairwise_kernel(X[e.support_], kernel="rbf", gamma=0.02), e.dual_coef_[0])
-                        for e in (m, ref))
+    exact, exact_ref = (
+        dual_objective(pairwise_kernel(X[e.support_], kernel="rbf", gamma=0.02), e.dual_coef_[0]) for e in (m, ref)
+    )
     assert exact == pytest.approx(exact_ref, rel=1e-6)
     assert m.objective_ == pytest.approx(exact, rel=1e-3)  # (from the float32 columns' gradient: 3e-4 at this C)
     assert np.mean(m.predict(X) == ref.predict(X)) == 1.0
@@ -239,7 +246,8 @@ def test_poly_and_linear_products_are_float64(cbcl):
         assert _full_gradient_violation(m, X, y, 1e3)[0] <= 1.05e-3, params  # float64 columns here: C max K_ii large
         ref = sk.SVC(C=1e3, **params).fit(X, y)
         assert dual_objective(pairwise_kernel(X[m.support_], **params), m.dual_coef_[0]) == pytest.approx(
-            dual_objective(pairwise_kernel(X[ref.support_], **params), ref.dual_coef_[0]), rel=1e-6)
+            dual_objective(pairwise_kernel(X[ref.support_], **params), ref.dual_coef_[0]), rel=1e-6
+        )
 
 
 def test_float64_columns_where_float32_cannot_reach_tol(cbcl):
@@ -292,9 +300,9 @@ def test_pairwise_sum_is_numpys_sum_to_the_bit():
     rng = np.random.default_rng(0)
     for n in list(range(0, 300)) + [511, 1000, 4097, 100_003]:
         a = rng.standard_normal(n + 7) * 10.0 ** rng.integers(-6, 6, n + 7)
-        assert pairwise_sum(a, 3, n) == np.sum(a[3:3 + n]), n
+        assert pairwise_sum(a, 3, n) == np.sum(a[3 : 3 + n]), n
         if n:
-            assert a[3] + pairwise_sum(a, 4, n - 1) == np.add.reduceat(a[3:3 + n], [0])[0], n
+            assert a[3] + pairwise_sum(a, 4, n - 1) == np.add.reduceat(a[3 : 3 + n], [0])[0], n
 
 
 def test_small_q_computed_whole_takes_the_steps_of_the_column_by_column_solve(pendigits_full, monkeypatch, capsys):
@@ -321,8 +329,12 @@ def test_small_q_computed_whole_takes_the_steps_of_the_column_by_column_solve(pe
     for other in (whole, reported):
         np.testing.assert_array_equal(other.alpha, fetched.alpha)
         np.testing.assert_array_equal(other.gradient, fetched.gradient)
-        assert (other.rho, other.n_iter, other.n_inner, other.cache_hit_rate) == \
-            (fetched.rho, fetched.n_iter, fetched.n_inner, fetched.cache_hit_rate)
+        assert (other.rho, other.n_iter, other.n_inner, other.cache_hit_rate) == (
+            fetched.rho,
+            fetched.n_iter,
+            fetched.n_inner,
+            fetched.cache_hit_rate,
+        )
 
 
 def test_small_dense_q_computed_whole_reaches_the_column_by_column_solution(pendigits_full, monkeypatch):
@@ -453,8 +465,9 @@ def test_stopping_at_max_iter_after_shrinking_reports_the_true_objective_and_vio
     for q, max_iter in ((64, 20), (16, 100)):  # shrinking runs every 1000 // q iterations
         seen = []
         with pytest.warns(RuntimeWarning, match="max_iter"):
-            m = svmcore.SVC(kernel="rbf", gamma="scale", C=C, working_set_size=q, max_iter=max_iter,
-                            callback=seen.append).fit(X, y)
+            m = svmcore.SVC(
+                kernel="rbf", gamma="scale", C=C, working_set_size=q, max_iter=max_iter, callback=seen.append
+            ).fit(X, y)
         assert min(s["n_active"] for s in seen) < len(X)  # variables were shrunk when max_iter stopped the solve
         alpha = np.zeros(len(X))
         alpha[m.support_] = m.dual_coef_[0] * ys[m.support_]
@@ -512,6 +525,7 @@ def test_save_load_roundtrip_and_refusals(cbcl_small, tmp_path):
         svmcore.load(tmp_path / "missing.npz")
     # a structurally valid file with inconsistent arrays
     import json
+
     with np.load(path) as z:
         arrays = {k: z[k] for k in z.files}
     arrays["dual_coef_"] = arrays["dual_coef_"][:, :3]
@@ -526,26 +540,44 @@ def test_save_load_roundtrip_and_refusals(cbcl_small, tmp_path):
         svmcore.load(tmp_path / "unknown.npz")
 
 
-@pytest.mark.parametrize("X,y,kwargs,exc,match", [
-    (np.array([[0.0, np.nan], [1.0, 2.0]]), [0, 1], {}, ValueError, "NaN"),
-    (np.array([[0.0, np.inf], [1.0, 2.0]]), [0, 1], {}, ValueError, "NaN or infinity"),
-    (np.zeros(4), [0, 1, 0, 1], {}, ValueError, "2-D"),
-    (np.array([["a", "b"], ["c", "d"]]), [0, 1], {}, TypeError, "dtype"),
-    (np.zeros((0, 3)), [], {}, ValueError, "at least 1 sample"),
-    (np.random.default_rng(0).random((5, 2)), [1, 1, 1, 1, 1], {}, ValueError, "2 classes"),
-    (np.random.default_rng(0).random((5, 2)), [0, 1, 0], {}, ValueError, "3 labels for 5 samples"),
-    (np.random.default_rng(0).random((5, 2)), [0, 1, 0, 1, 0], {"C": 0.0}, ValueError, "C: must be > 0"),
-    (np.random.default_rng(0).random((5, 2)), [0, 1, 0, 1, 0], {"C": -1.0}, ValueError, "C: must be > 0"),
-    (np.random.default_rng(0).random((5, 2)), [0, 1, 0, 1, 0], {"kernel": "sigmoidal"}, ValueError, "kernel"),
-    (np.random.default_rng(0).random((5, 2)), [0, 1, 0, 1, 0], {"gamma": -2.0}, ValueError, "gamma"),
-    (np.random.default_rng(0).random((5, 2)), [0, 1, 0, 1, 0], {"kernel": "precomputed"}, ValueError, "square"),
-    (np.random.default_rng(0).random((5, 2)), [0, 1, 0, 1, 0], {"verbose": "loud"}, TypeError,
-     "verbose: expected a bool"),
-    (np.random.default_rng(0).random((5, 2)), [0, 1, 0, 1, 0], {"gamma": "foo"}, ValueError,
-     "gamma: expected 'scale', 'auto' or a number > 0, got 'foo'"),
-    (np.random.default_rng(0).random((5, 2)), [0, 1, 0, 1, 0], {"gamma": None}, TypeError,
-     "gamma: expected 'scale', 'auto' or a number > 0, got None"),
-])
+@pytest.mark.parametrize(
+    "X,y,kwargs,exc,match",
+    [
+        (np.array([[0.0, np.nan], [1.0, 2.0]]), [0, 1], {}, ValueError, "NaN"),
+        (np.array([[0.0, np.inf], [1.0, 2.0]]), [0, 1], {}, ValueError, "NaN or infinity"),
+        (np.zeros(4), [0, 1, 0, 1], {}, ValueError, "2-D"),
+        (np.array([["a", "b"], ["c", "d"]]), [0, 1], {}, TypeError, "dtype"),
+        (np.zeros((0, 3)), [], {}, ValueError, "at least 1 sample"),
+        (np.random.default_rng(0).random((5, 2)), [1, 1, 1, 1, 1], {}, ValueError, "2 classes"),
+        (np.random.default_rng(0).random((5, 2)), [0, 1, 0], {}, ValueError, "3 labels for 5 samples"),
+        (np.random.default_rng(0).random((5, 2)), [0, 1, 0, 1, 0], {"C": 0.0}, ValueError, "C: must be > 0"),
+        (np.random.default_rng(0).random((5, 2)), [0, 1, 0, 1, 0], {"C": -1.0}, ValueError, "C: must be > 0"),
+        (np.random.default_rng(0).random((5, 2)), [0, 1, 0, 1, 0], {"kernel": "sigmoidal"}, ValueError, "kernel"),
+        (np.random.default_rng(0).random((5, 2)), [0, 1, 0, 1, 0], {"gamma": -2.0}, ValueError, "gamma"),
+        (np.random.default_rng(0).random((5, 2)), [0, 1, 0, 1, 0], {"kernel": "precomputed"}, ValueError, "square"),
+        (
+            np.random.default_rng(0).random((5, 2)),
+            [0, 1, 0, 1, 0],
+            {"verbose": "loud"},
+            TypeError,
+            "verbose: expected a bool",
+        ),
+        (
+            np.random.default_rng(0).random((5, 2)),
+            [0, 1, 0, 1, 0],
+            {"gamma": "foo"},
+            ValueError,
+            "gamma: expected 'scale', 'auto' or a number > 0, got 'foo'",
+        ),
+        (
+            np.random.default_rng(0).random((5, 2)),
+            [0, 1, 0, 1, 0],
+            {"gamma": None},
+            TypeError,
+            "gamma: expected 'scale', 'auto' or a number > 0, got None",
+        ),
+    ],
+)
 def test_bad_input_is_refused_clearly(X, y, kwargs, exc, match):
     with pytest.raises(exc, match=match):
         svmcore.SVC(**kwargs).fit(X, y)
@@ -628,8 +660,10 @@ def test_n_jobs_solves_pairs_on_threads_with_the_same_model(pendigits_small):
     assert two.objective_ == one.objective_ and two.n_iter_ == one.n_iter_
     assert len(seen) == 2 and threading.get_ident() not in seen  # the pairs ran on the pool's two threads
     np.testing.assert_array_equal(two.predict_proba(X[:50]), one.predict_proba(X[:50]))
-    for Xk, kw in ((sp.csr_matrix(X[:600]), {"kernel": "rbf", "gamma": 2.0}),  # CSR and precomputed inputs too
-                   (X[:600] @ X[:600].T, {"kernel": "precomputed"})):
+    for Xk, kw in (
+        (sp.csr_matrix(X[:600]), {"kernel": "rbf", "gamma": 2.0}),  # CSR and precomputed inputs too
+        (X[:600] @ X[:600].T, {"kernel": "precomputed"}),
+    ):
         with threadpool_limits(1, user_api="blas"):
             a = svmcore.SVC(**kw).fit(Xk, y[:600])
         b = svmcore.SVC(**kw, n_jobs=2).fit(Xk, y[:600])
@@ -697,10 +731,15 @@ def _libsvm_pair_coef(ref, y, n):
     return out
 
 
-@pytest.mark.parametrize("data,class_weight", [
-    ("faces", {0: 0.5, 1: 4.0}), ("faces", "balanced"),
-    ("digits", {np.int64(1): 0.2, 7: 5.0, 9: 2.0}), ("digits", "balanced"),
-])
+@pytest.mark.parametrize(
+    "data,class_weight",
+    [
+        ("faces", {0: 0.5, 1: 4.0}),
+        ("faces", "balanced"),
+        ("digits", {np.int64(1): 0.2, 7: 5.0, 9: 2.0}),
+        ("digits", "balanced"),
+    ],
+)
 def test_class_weight_matches_libsvm(cbcl_small, pendigits_small, data, class_weight):
     if data == "faces":
         X, y, Xt = cbcl_small[0][:500], cbcl_small[1][:500], cbcl_small[2][:1000]
@@ -744,17 +783,20 @@ def test_class_weight_is_a_per_class_sample_weight(cbcl_small):
     assert (by_class.predict(Xt) == 1).sum() > (svmcore.SVC().fit(X, y).predict(Xt) == 1).sum()
 
 
-@pytest.mark.parametrize("class_weight,exc,match", [
-    ({0: 1.0, 5: 2.0, "x": 1.0}, ValueError, r"labels \[5, 'x'\] are not among the classes \[0, 1\]"),
-    ({0: -1.0}, ValueError, r"class_weight\[0\]: must be >= 0"),
-    ({1: float("nan")}, ValueError, r"class_weight\[1\]: must be finite"),
-    ({1: float("inf")}, ValueError, "must be finite"),
-    ({1: "heavy"}, TypeError, "expected a real number"),
-    ({1: 0.0}, ValueError, r"classes \[1\] have no row of positive weight"),
-    ({0: 0.0, 1: 0.0}, ValueError, r"classes \[0, 1\] have no row of positive weight"),
-    ("balance", ValueError, "class_weight: unknown value 'balance'"),
-    ([1.0, 2.0], TypeError, "class_weight: expected None, 'balanced' or a dict"),
-])
+@pytest.mark.parametrize(
+    "class_weight,exc,match",
+    [
+        ({0: 1.0, 5: 2.0, "x": 1.0}, ValueError, r"labels \[5, 'x'\] are not among the classes \[0, 1\]"),
+        ({0: -1.0}, ValueError, r"class_weight\[0\]: must be >= 0"),
+        ({1: float("nan")}, ValueError, r"class_weight\[1\]: must be finite"),
+        ({1: float("inf")}, ValueError, "must be finite"),
+        ({1: "heavy"}, TypeError, "expected a real number"),
+        ({1: 0.0}, ValueError, r"classes \[1\] have no row of positive weight"),
+        ({0: 0.0, 1: 0.0}, ValueError, r"classes \[0, 1\] have no row of positive weight"),
+        ("balance", ValueError, "class_weight: unknown value 'balance'"),
+        ([1.0, 2.0], TypeError, "class_weight: expected None, 'balanced' or a dict"),
+    ],
+)
 def test_bad_class_weight_is_refused(cbcl_small, class_weight, exc, match):
     X, y = cbcl_small[0][:100], cbcl_small[1][:100]
     with pytest.raises(exc, match=match):
@@ -763,16 +805,20 @@ def test_bad_class_weight_is_refused(cbcl_small, class_weight, exc, match):
 
 def test_class_weight_round_trips_through_model_files(cbcl_small, tmp_path):
     X, y, Xt = cbcl_small[0][:300], cbcl_small[1][:300], cbcl_small[2][:200]
-    for labels, cw in ((np.array([0, 1]), {np.int64(1): 2.5, np.int64(0): 0.5}),
-                       (np.array(["face", "non-face"])[::-1], {np.str_("face"): 2.5}),
-                       (np.array([-1.0, 1.0]), {1.0: 2.5}), (np.array([False, True]), {True: 2.5}),
-                       (np.array([0, 1]), "balanced")):
+    for labels, cw in (
+        (np.array([0, 1]), {np.int64(1): 2.5, np.int64(0): 0.5}),
+        (np.array(["face", "non-face"])[::-1], {np.str_("face"): 2.5}),
+        (np.array([-1.0, 1.0]), {1.0: 2.5}),
+        (np.array([False, True]), {True: 2.5}),
+        (np.array([0, 1]), "balanced"),
+    ):
         m = svmcore.SVC(kernel="linear", class_weight=cw).fit(X, labels[y])
         back = svmcore.load(m.save(tmp_path / "cw.npz"))
         assert back.class_weight == cw  # the same labels (1 == np.int64(1), "face" == np.str_("face"))
         if isinstance(cw, dict):
-            assert [type(k) for k in back.class_weight] == [type(k.item() if isinstance(k, np.generic) else k)
-                                                            for k in cw]
+            assert [type(k) for k in back.class_weight] == [
+                type(k.item() if isinstance(k, np.generic) else k) for k in cw
+            ]
         np.testing.assert_array_equal(back.decision_function(Xt), m.decision_function(Xt))
         np.testing.assert_array_equal(back.fit(X, labels[y]).dual_coef_, m.dual_coef_)  # refits the same model
     m = svmcore.SVC(kernel="linear", class_weight={b"face": 2.0}).fit(X, np.array([b"x", b"face"])[y])
@@ -793,8 +839,7 @@ def test_rbf_ignores_a_common_offset_in_the_features(pendigits_small, monkeypatc
         assert ours.kkt_violation_ <= 1e-3
         np.testing.assert_allclose(ours.decision_function(Xt + shift), centred.decision_function(Xt), atol=2e-3)
         ref = sk.SVC(C=10.0, gamma=2.0).fit(X + shift, y)
-        np.testing.assert_allclose(ours.decision_function(Xt + shift), ref.decision_function(Xt + shift),
-                                   atol=2e-3)
+        np.testing.assert_allclose(ours.decision_function(Xt + shift), ref.decision_function(Xt + shift), atol=2e-3)
     one = svmcore.OneClassSVM(nu=0.2, gamma=2.0).fit(X + shift)
     ref = sk.OneClassSVM(nu=0.2, gamma=2.0).fit(X + shift)
     np.testing.assert_allclose(one.decision_function(Xt + shift), ref.decision_function(Xt + shift), atol=2e-3)
@@ -809,8 +854,7 @@ def test_rbf_with_far_out_points_uses_exact_products(ijcnn1_small):
     ref = sk.SVC(C=10.0, gamma=0.5).fit(X, y)
     K = pairwise_kernel(X, kernel="rbf", gamma=0.5)
     exact = dual_objective(K[np.ix_(ours.support_, ours.support_)], ours.dual_coef_[0])
-    assert exact == pytest.approx(dual_objective(K[np.ix_(ref.support_, ref.support_)], ref.dual_coef_[0]),
-                                  rel=1e-5)
+    assert exact == pytest.approx(dual_objective(K[np.ix_(ref.support_, ref.support_)], ref.dual_coef_[0]), rel=1e-5)
     assert ours.objective_ == pytest.approx(exact, rel=1e-5)  # the solver's own view is exact too
     np.testing.assert_allclose(ours.decision_function(X), ref.decision_function(X), atol=2e-3)
 
@@ -825,7 +869,8 @@ def test_linear_svc_ignores_a_common_offset(cbcl_small, shift):
     assert ours.objective_ == pytest.approx(plain.objective_, rel=1e-5)
     K = X @ X.T
     assert dual_objective(K[np.ix_(ours.support_, ours.support_)], ours.dual_coef_[0]) == pytest.approx(
-        dual_objective(K[np.ix_(ref.support_, ref.support_)], ref.dual_coef_[0]), rel=1e-5)
+        dual_objective(K[np.ix_(ref.support_, ref.support_)], ref.dual_coef_[0]), rel=1e-5
+    )
     # the intercept moves with the data: the same decision values on the shifted test rows
     f = ours.decision_function(Xt + shift)
     np.testing.assert_allclose(f, plain.decision_function(Xt), atol=2e-3)
@@ -848,7 +893,7 @@ def _svmlight(data_dir, path, n_features, n):
 
     X, y = load_svmlight_file(str(data_dir / "bench" / path), n_features=n_features)
     X = sp.csr_matrix((X.data, X.indices.astype(np.int32), X.indptr.astype(np.int32)), shape=X.shape)
-    return X[:n], y[:n], X[n:2 * n], y[n:2 * n]
+    return X[:n], y[:n], X[n : 2 * n], y[n : 2 * n]
 
 
 def test_csr_training_rows_with_a_far_off_column_give_the_dense_model(data_dir):
@@ -859,8 +904,11 @@ def test_csr_training_rows_with_a_far_off_column_give_the_dense_model(data_dir):
     X, y, _, _ = _svmlight(data_dir, "reuters_lasvm/reuters.trn.bz2", 8315, 400)
     X = sp.hstack([X, sp.csr_matrix(1e8 + np.random.default_rng(0).random((400, 1)))], format="csr")
     assert svmcore.kernels.densify_if_cheaper(X) is X
-    for est in (svmcore.SVC(kernel="rbf", gamma=1.0, C=10.0), svmcore.SVC(kernel="linear", C=1.0),
-                svmcore.OneClassSVM(kernel="rbf", gamma=1.0, nu=0.2)):
+    for est in (
+        svmcore.SVC(kernel="rbf", gamma=1.0, C=10.0),
+        svmcore.SVC(kernel="linear", C=1.0),
+        svmcore.OneClassSVM(kernel="rbf", gamma=1.0, nu=0.2),
+    ):
         sparse, dense = clone_of(est).fit(X, y), clone_of(est).fit(X.toarray(), y)
         assert sparse.objective_ == pytest.approx(dense.objective_, rel=1e-5)
         np.testing.assert_allclose(sparse.decision_function(X), dense.decision_function(X), atol=2e-3)
@@ -880,8 +928,9 @@ def test_csr_rows_are_shifted_only_in_the_columns_that_hold_an_offset(data_dir, 
         assert columns.tolist() == [8315] and c[8315] == pytest.approx(mean[8315], rel=1e-12)
         assert np.count_nonzero(c) == 1
     # the O(nnz) screen's two numbers, against numpy on the dense copy
-    total, spread = svmcore.kernels._csr_mean_sq_and_spread(far.indptr, far.indices, far.data, np.arange(400),
-                                                            far.shape[1])
+    total, spread = svmcore.kernels._csr_mean_sq_and_spread(
+        far.indptr, far.indices, far.data, np.arange(400), far.shape[1]
+    )
     dense = far.toarray()
     assert total == pytest.approx(mean @ mean, rel=1e-12)
     assert spread == pytest.approx(((dense - dense.mean(axis=0)) ** 2).sum(axis=1).mean(), rel=1e-9)
@@ -926,10 +975,12 @@ def test_one_vs_one_on_sparse_rows_cuts_the_pairs_from_one_gram_and_gives_the_pe
         return made
 
     monkeypatch.setattr(svc, "CentredGram", centred_gram)
-    for est, A, B in ((svmcore.SVC(kernel="linear", C=1e4), X, T),  # float64 columns (float32_columns_suffice)
-                      (svmcore.SVC(kernel="poly", degree=2, C=1.0), X, T),
-                      (svmcore.SVC(kernel="rbf", gamma=1.0, C=10.0, probability=True, random_state=0), X, T),
-                      (svmcore.SVC(kernel="linear", C=1.0, probability=True, random_state=0), far, T_far)):
+    for est, A, B in (
+        (svmcore.SVC(kernel="linear", C=1e4), X, T),  # float64 columns (float32_columns_suffice)
+        (svmcore.SVC(kernel="poly", degree=2, C=1.0), X, T),
+        (svmcore.SVC(kernel="rbf", gamma=1.0, C=10.0, probability=True, random_state=0), X, T),
+        (svmcore.SVC(kernel="linear", C=1.0, probability=True, random_state=0), far, T_far),
+    ):
         cut.clear(), centred.clear()
         fast = clone_of(est).fit(A, y)
         assert cut and bool(centred) == (A is far)
@@ -1000,8 +1051,11 @@ def test_probability_folds_from_the_pair_block_are_the_per_fold_fits(data_dir, m
     weights = np.random.default_rng(2).choice([0.0, 0.5, 1.0, 3.0], len(y))
     weights[np.unique(y12, return_index=True)[1]] = 1.0  # each class keeps a row
     assert (weights == 0).sum() >= 5
-    for kw, labels, w in ((dict(kernel="linear", C=1.0), y, None), (dict(kernel="rbf", gamma=1.0, C=10.0), y, None),
-                          (dict(kernel="linear", C=1.0, class_weight="balanced"), y12, weights)):
+    for kw, labels, w in (
+        (dict(kernel="linear", C=1.0), y, None),
+        (dict(kernel="rbf", gamma=1.0, C=10.0), y, None),
+        (dict(kernel="linear", C=1.0, class_weight="balanced"), y12, weights),
+    ):
         est = svmcore.SVC(**kw, probability=True, random_state=0)
         fast = clone_of(est).fit(X, labels, sample_weight=w)
         with monkeypatch.context() as m:
@@ -1023,8 +1077,9 @@ def test_probability_folds_on_the_gram_where_the_per_pair_path_densifies(data_di
     X = X[np.sort(np.argsort(-np.diff(X.indptr), kind="stable")[:100])]
     y = np.random.default_rng(0).integers(0, 12, 100)
     assert sp.issparse(kernels.densify_if_cheaper(X))
-    dense = [not sp.issparse(kernels.densify_if_cheaper(X[np.flatnonzero((y == a) | (y == b))]))
-             for a, b in ovo_pairs(12)]
+    dense = [
+        not sp.issparse(kernels.densify_if_cheaper(X[np.flatnonzero((y == a) | (y == b))])) for a, b in ovo_pairs(12)
+    ]
     assert 0 < sum(dense) < len(dense)
     est = svmcore.SVC(kernel="rbf", gamma=1.0, C=10.0, probability=True, random_state=0)
     fast = clone_of(est).fit(X, y)
@@ -1050,13 +1105,16 @@ def test_dense_gram_cuts_are_the_kernel_blocks_of_the_rows():
     Z = X - X.mean(axis=0)  # rbf on the uncentred rows cancels in the offset's 1e6 squared norms (errs by ~1e-9)
     rbf, poly = kernels.KernelSpec("rbf", 0.5), kernels.KernelSpec("poly", 0.5, 2, 1.0)
     np.testing.assert_allclose(gram.kernel(a, b, rbf), kernels.kernel_block(Z[a], Z[b], rbf), rtol=0, atol=1e-14)
-    np.testing.assert_allclose(kernels.Gram(X, groups=groups).kernel(a, b, poly),
-                               kernels.kernel_block(X[a], X[b], poly), rtol=1e-14)
+    np.testing.assert_allclose(
+        kernels.Gram(X, groups=groups).kernel(a, b, poly), kernels.kernel_block(X[a], X[b], poly), rtol=1e-14
+    )
     assert not gram.shifts(a)
     for dtype in (np.float32, np.float64):  # all rows at once, columns where the products keep them: the same numbers
         every = np.arange(60)
-        np.testing.assert_array_equal(gram.kernel_all(rbf, dtype)[:, gram.column_of],
-                                      gram.kernel(every, every, rbf, out=np.empty((60, 60), dtype)))
+        np.testing.assert_array_equal(
+            gram.kernel_all(rbf, dtype)[:, gram.column_of],
+            gram.kernel(every, every, rbf, out=np.empty((60, 60), dtype)),
+        )
 
 
 @pytest.mark.parametrize("probability", [False, True])
@@ -1088,8 +1146,9 @@ def test_small_dense_multiclass_cuts_its_pairs_from_one_gram(pendigits_full, mon
     assert not svc._gram_pays(np.zeros((3000, 2)), kernels.KernelSpec("rbf", 1.0), 3, 200.0, probability)
 
 
-def test_pairs_on_a_gram_solved_in_one_compiled_call_give_the_models_of_their_blocks(data_dir, pendigits_full,
-                                                                                      monkeypatch):
+def test_pairs_on_a_gram_solved_in_one_compiled_call_give_the_models_of_their_blocks(
+    data_dir, pendigits_full, monkeypatch
+):
     # the pairs a _PairBlock would serve are solved together in compiled code, with probability their folds and
     # sigmoids too: the same Q, solver and settings, so the same models to the bit as pair by pair in Python; pairs
     # whose rows or folds shift (the far-off column) are left to the per-pair path
@@ -1106,11 +1165,13 @@ def test_pairs_on_a_gram_solved_in_one_compiled_call_give_the_models_of_their_bl
         return out
 
     monkeypatch.setattr(svc.SVC, "_solve_on_gram", spy)
-    for est, A, b in ((svmcore.SVC(kernel="rbf", gamma=2.0, C=10.0), X, y),
-                      (svmcore.SVC(kernel="poly", degree=2, gamma=1.0, coef0=1.0, C=1e5), X, y),  # float64 columns
-                      (svmcore.SVC(kernel="linear", C=1.0), far, y_far),
-                      (svmcore.SVC(kernel="rbf", gamma=2.0, C=10.0, probability=True, random_state=0), X, y),
-                      (svmcore.SVC(kernel="linear", C=1.0, probability=True, random_state=0), far, y_far)):
+    for est, A, b in (
+        (svmcore.SVC(kernel="rbf", gamma=2.0, C=10.0), X, y),
+        (svmcore.SVC(kernel="poly", degree=2, gamma=1.0, coef0=1.0, C=1e5), X, y),  # float64 columns
+        (svmcore.SVC(kernel="linear", C=1.0), far, y_far),
+        (svmcore.SVC(kernel="rbf", gamma=2.0, C=10.0, probability=True, random_state=0), X, y),
+        (svmcore.SVC(kernel="linear", C=1.0, probability=True, random_state=0), far, y_far),
+    ):
         solved.clear()
         fast = clone_of(est).fit(A, b)
         n_pairs, out = solved[0]
@@ -1118,8 +1179,9 @@ def test_pairs_on_a_gram_solved_in_one_compiled_call_give_the_models_of_their_bl
         with monkeypatch.context() as m:
             m.setattr(svc.SVC, "_solve_on_gram", lambda *args: {})
             slow = clone_of(est).fit(A, b)
-        for k in ("support_", "dual_coef_", "intercept_", "n_iter_", "objective_", "kkt_violation_") + \
-                (("probA_", "probB_") if est.probability else ()):
+        for k in ("support_", "dual_coef_", "intercept_", "n_iter_", "objective_", "kkt_violation_") + (
+            ("probA_", "probB_") if est.probability else ()
+        ):
             np.testing.assert_array_equal(getattr(fast, k), getattr(slow, k), err_msg=k)
 
 
@@ -1174,8 +1236,9 @@ def test_rows_of_zero_weight_do_not_move_the_intercept(pendigits_full):
     assert abs(m.intercept_[0] - kept.intercept_[0]) <= 1e-6
     assert abs(m.intercept_[0] - ref.intercept_[0]) <= 1e-6
     one = svmcore.OneClassSVM(kernel="linear", nu=0.5).fit(X, sample_weight=w)  # the same rule serves it
-    assert one.offset_ == pytest.approx(svmcore.OneClassSVM(kernel="linear", nu=0.5).fit(
-        X[w > 0], sample_weight=w[w > 0]).offset_, rel=1e-6)
+    assert one.offset_ == pytest.approx(
+        svmcore.OneClassSVM(kernel="linear", nu=0.5).fit(X[w > 0], sample_weight=w[w > 0]).offset_, rel=1e-6
+    )
 
 
 def test_rbf_decision_values_ignore_a_common_offset(pendigits_full):
@@ -1212,8 +1275,11 @@ def test_csr_rows_get_the_decision_values_of_the_same_rows_dense(pendigits_full)
     X, y, Xt, yt = pendigits_full
     rows, test = np.flatnonzero((y == 3) | (y == 9))[:400], np.flatnonzero((yt == 3) | (yt == 9))
     X, y, Xt = X[rows] + 1e7, y[rows], Xt[test] + 1e7
-    for est in (svmcore.SVC(kernel="linear", C=1.0), svmcore.SVC(kernel="rbf", gamma=2.0, C=10.0),
-                svmcore.OneClassSVM(kernel="rbf", gamma=2.0, nu=0.2)):
+    for est in (
+        svmcore.SVC(kernel="linear", C=1.0),
+        svmcore.SVC(kernel="rbf", gamma=2.0, C=10.0),
+        svmcore.OneClassSVM(kernel="rbf", gamma=2.0, nu=0.2),
+    ):
         for train in (X, sp.csr_matrix(X)):
             m = clone_of(est).fit(train, y)
             dense = m.decision_function(Xt)
@@ -1254,8 +1320,9 @@ def test_gamma_scale_of_csr_rows_is_that_of_the_same_rows_dense(pendigits_full):
     Z = sp.csr_matrix(X + 1e7)
     rows_of = np.repeat(np.arange(Z.shape[0]), np.diff(Z.indptr))
     order = np.argsort(np.r_[rows_of, rows_of], kind="stable")
-    dup = sp.csr_matrix((np.r_[Z.data / 2, Z.data / 2][order], np.r_[Z.indices, Z.indices][order], 2 * Z.indptr),
-                        shape=Z.shape)
+    dup = sp.csr_matrix(
+        (np.r_[Z.data / 2, Z.data / 2][order], np.r_[Z.indices, Z.indices][order], 2 * Z.indptr), shape=Z.shape
+    )
     assert not dup.has_canonical_format and dup.nnz == 2 * Z.nnz
     zeros = sp.csr_matrix((np.r_[0.0, Z.data], np.r_[0, Z.indices], np.r_[0, Z.indptr + 1]), shape=(Z.shape[0] + 1, 16))
     assert svmcore.kernels._sparse_variance(dup) == pytest.approx((X + 1e7).var(), rel=1e-9)
@@ -1282,8 +1349,9 @@ def test_rbf_columns_from_float32_products_switch_to_float64_where_they_cannot_r
     assert violation <= 1.05e-3 and abs(violation - m.kkt_violation_) <= 1e-4
     q = KernelQ(X, KernelSpec("rbf", 0.05), np.where(y == 1, 1.0, -1.0))
     assert q.X.dtype == np.float32 and q.column_rel_error > 5 * np.finfo(np.float32).eps
-    assert float32_columns_suffice(3000.0, 1.0, 1e-3) and not float32_columns_suffice(3000.0, 1.0, 1e-3,
-                                                                                       q.column_rel_error)
+    assert float32_columns_suffice(3000.0, 1.0, 1e-3) and not float32_columns_suffice(
+        3000.0, 1.0, 1e-3, q.column_rel_error
+    )
     assert q.float64().column_rel_error == np.finfo(np.float32).eps  # exact products: storage only
 
 
@@ -1300,8 +1368,12 @@ def test_csr_training_rows_are_kept_as_csr_support_vectors(reuters_csr, data_dir
     # support_vectors_ of a CSR fit were a dense copy: 3,000 sector rows (55,197 tf-idf columns, 5.7 MB as CSR) held
     # 1.3 GB in memory and 1.4 GB on disk. Now the rows as the solver saw them, as scikit-learn's SVC keeps them
     X, y, Xt, _ = reuters_csr
-    for est in (svmcore.SVC(gamma=1.0, C=10.0), svmcore.SVC(kernel="linear"), svmcore.OneClassSVM(gamma=1.0, nu=0.2),
-                svmcore.SVC(gamma=1.0, C=10.0, probability=True, random_state=0)):
+    for est in (
+        svmcore.SVC(gamma=1.0, C=10.0),
+        svmcore.SVC(kernel="linear"),
+        svmcore.OneClassSVM(gamma=1.0, nu=0.2),
+        svmcore.SVC(gamma=1.0, C=10.0, probability=True, random_state=0),
+    ):
         m, dense = clone_of(est).fit(X, y), clone_of(est).fit(X.toarray(), y)
         sv = m.support_vectors_
         assert sv.dtype == np.float64 and sv.has_sorted_indices and sv.nnz == X[m.support_].nnz
@@ -1337,8 +1409,10 @@ def test_csr_support_vectors_of_a_multiclass_text_model(data_dir):
 def test_sparse_model_files_round_trip_and_dense_files_still_load(reuters_csr, tmp_path, rewrite_model):
     X, y, Xt, _ = reuters_csr
     parts = [f"support_vectors_.{p}" for p in ("data", "indices", "indptr", "shape")]
-    for m in (svmcore.SVC(gamma=1.0, C=10.0, probability=True, random_state=0).fit(X, y),
-              svmcore.OneClassSVM(gamma=1.0, nu=0.2).fit(X)):
+    for m in (
+        svmcore.SVC(gamma=1.0, C=10.0, probability=True, random_state=0).fit(X, y),
+        svmcore.OneClassSVM(gamma=1.0, nu=0.2).fit(X),
+    ):
         path = m.save(tmp_path / "csr.npz")
         with np.load(path) as z:  # the CSR parts, not a dense copy
             assert set(parts) <= set(z.files) and "support_vectors_" not in z.files
@@ -1348,6 +1422,7 @@ def test_sparse_model_files_round_trip_and_dense_files_still_load(reuters_csr, t
         assert _same_csr(back.support_vectors_, m.support_vectors_)
         for T in (Xt, Xt.toarray()):
             np.testing.assert_array_equal(back.decision_function(T), m.decision_function(T))
+
         # a file written before sparse support vectors: a dense support_vectors_ array, which loads as it was
         def densify(header, arrays):
             data, indices, indptr, shape = (arrays.pop(k) for k in parts)
@@ -1372,8 +1447,11 @@ def test_mostly_zero_pair_coefficients_are_written_as_csr_parts_and_load_dense(d
     assert type(back.dual_coef_) is np.ndarray and np.array_equal(back.dual_coef_, m.dual_coef_)
     np.testing.assert_array_equal(back.decision_function(Xt), m.decision_function(Xt))
     with pytest.raises(ValueError, match="column indices must lie in"):  # the parts are checked as support_vectors_'
-        svmcore.load(rewrite_model(path, tmp_path / "bad.npz", lambda h, a: a["dual_coef_.indices"].__setitem__(
-            0, m.dual_coef_.shape[1])))
+        svmcore.load(
+            rewrite_model(
+                path, tmp_path / "bad.npz", lambda h, a: a["dual_coef_.indices"].__setitem__(0, m.dual_coef_.shape[1])
+            )
+        )
     binary = svmcore.SVC(gamma=0.5).fit(X.toarray(), y == 1).save(tmp_path / "binary.npz")
     with np.load(binary) as z:  # every coefficient of a binary model is nonzero: dense as before
         assert "dual_coef_" in z.files and "dual_coef_.data" not in z.files
@@ -1382,6 +1460,7 @@ def test_mostly_zero_pair_coefficients_are_written_as_csr_parts_and_load_dense(d
 def _edit_part(part, fn):
     def edit(header, arrays):
         arrays[f"support_vectors_.{part}"] = fn(arrays[f"support_vectors_.{part}"])
+
     return edit
 
 
@@ -1390,36 +1469,47 @@ def _set(i, v):
         a = a.copy()
         a[i] = v
         return a
+
     return fn
 
 
-@pytest.mark.parametrize("edit,match", [
-    (_edit_part("indices", _set(0, 8315)), r"column indices must lie in \[0, 8315\), got .* to 8315"),
-    (_edit_part("indices", _set(0, -1)), r"column indices must lie in \[0, 8315\)"),
-    (_edit_part("indices", lambda a: np.full_like(a.astype(np.uint64), 2**64 - 1)), r"must lie in \[0, 8315\)"),
-    (_edit_part("indices", lambda a: np.r_[a[1], a[0], a[2:]]), "sorted and distinct within each row"),
-    (_edit_part("indices", lambda a: np.r_[a[0], a[0], a[2:]]), "sorted and distinct within each row"),
-    (_edit_part("indices", lambda a: a.astype(np.float64)), "indices must be a 1-D array of integers, got float64"),
-    (_edit_part("indices", lambda a: a[:-1]), r"indptr must rise from 0 to the number of entries|values for"),
-    (_edit_part("indptr", lambda a: np.r_[a[0], a[2], a[1], a[3:]]), "indptr must rise from 0 .* without falling"),
-    (_edit_part("indptr", lambda a: a + 1), "indptr must rise from 0"),
-    (_edit_part("indptr", lambda a: a[:-1]), r"indptr has \d+ entries for \d+ rows"),
-    (_edit_part("indptr", lambda a: a.reshape(1, -1)), "indptr must be a 1-D array"),
-    (_edit_part("data", lambda a: a.astype(np.int64)), "data must be a 1-D array of floats, got int64"),
-    (_edit_part("data", lambda a: a.astype(complex)), "data must be a 1-D array of floats"),
-    (_edit_part("data", _set(3, np.nan)), "'support_vectors_' contains NaN or infinity"),
-    (_edit_part("data", lambda a: a[:-1]), "values for"),
-    (_edit_part("shape", lambda a: a + [0, 1]), r"support_vectors_ has shape \(\d+, 8316\), expected \(\d+, 8315\)"),
-    (_edit_part("shape", lambda a: a + [1, 0]), r"indptr has \d+ entries for \d+ rows"),
-    (_edit_part("shape", lambda a: np.r_[a, 1]), "shape must be 2 integers >= 0"),
-    (_edit_part("shape", lambda a: a.astype(float)), "shape must be 2 integers >= 0"),
-    (_edit_part("shape", lambda a: a * -1), "shape must be 2 integers >= 0"),
-    (lambda h, a: a.pop("support_vectors_.indptr"), r"missing \['support_vectors_.indptr'\]"),
-    (lambda h, a: a.update(support_vectors_=np.zeros((1, 1))), "stored both dense and sparse"),
-    # only the arrays an estimator declares sparse (support_vectors_, dual_coef_) may be stored so
-    (lambda h, a: a.update({f"intercept_.{k}": a[f"support_vectors_.{k}"] for k in ("data", "indices", "indptr",
-                                                                                    "shape")}), "unknown arrays"),
-])
+@pytest.mark.parametrize(
+    "edit,match",
+    [
+        (_edit_part("indices", _set(0, 8315)), r"column indices must lie in \[0, 8315\), got .* to 8315"),
+        (_edit_part("indices", _set(0, -1)), r"column indices must lie in \[0, 8315\)"),
+        (_edit_part("indices", lambda a: np.full_like(a.astype(np.uint64), 2**64 - 1)), r"must lie in \[0, 8315\)"),
+        (_edit_part("indices", lambda a: np.r_[a[1], a[0], a[2:]]), "sorted and distinct within each row"),
+        (_edit_part("indices", lambda a: np.r_[a[0], a[0], a[2:]]), "sorted and distinct within each row"),
+        (_edit_part("indices", lambda a: a.astype(np.float64)), "indices must be a 1-D array of integers, got float64"),
+        (_edit_part("indices", lambda a: a[:-1]), r"indptr must rise from 0 to the number of entries|values for"),
+        (_edit_part("indptr", lambda a: np.r_[a[0], a[2], a[1], a[3:]]), "indptr must rise from 0 .* without falling"),
+        (_edit_part("indptr", lambda a: a + 1), "indptr must rise from 0"),
+        (_edit_part("indptr", lambda a: a[:-1]), r"indptr has \d+ entries for \d+ rows"),
+        (_edit_part("indptr", lambda a: a.reshape(1, -1)), "indptr must be a 1-D array"),
+        (_edit_part("data", lambda a: a.astype(np.int64)), "data must be a 1-D array of floats, got int64"),
+        (_edit_part("data", lambda a: a.astype(complex)), "data must be a 1-D array of floats"),
+        (_edit_part("data", _set(3, np.nan)), "'support_vectors_' contains NaN or infinity"),
+        (_edit_part("data", lambda a: a[:-1]), "values for"),
+        (
+            _edit_part("shape", lambda a: a + [0, 1]),
+            r"support_vectors_ has shape \(\d+, 8316\), expected \(\d+, 8315\)",
+        ),
+        (_edit_part("shape", lambda a: a + [1, 0]), r"indptr has \d+ entries for \d+ rows"),
+        (_edit_part("shape", lambda a: np.r_[a, 1]), "shape must be 2 integers >= 0"),
+        (_edit_part("shape", lambda a: a.astype(float)), "shape must be 2 integers >= 0"),
+        (_edit_part("shape", lambda a: a * -1), "shape must be 2 integers >= 0"),
+        (lambda h, a: a.pop("support_vectors_.indptr"), r"missing \['support_vectors_.indptr'\]"),
+        (lambda h, a: a.update(support_vectors_=np.zeros((1, 1))), "stored both dense and sparse"),
+        # only the arrays an estimator declares sparse (support_vectors_, dual_coef_) may be stored so
+        (
+            lambda h, a: a.update(
+                {f"intercept_.{k}": a[f"support_vectors_.{k}"] for k in ("data", "indices", "indptr", "shape")}
+            ),
+            "unknown arrays",
+        ),
+    ],
+)
 def test_load_refuses_corrupt_sparse_layouts(edit, match, reuters_csr, tmp_path, rewrite_model):
     # the parts are checked before scipy sees them: its constructor checks little, and its products read out of bounds
     X, y, Xt, _ = reuters_csr

@@ -1,5 +1,6 @@
 """SVM+ (Li et al. CVPR 2016): LinearSVMPlus (DCD on dual (8)) and KernelSVMPlus (SMO on dual (22)),
 checked against a general QP solver (cvxopt) on random and real (MNIST+) data."""
+
 import warnings
 
 import numpy as np
@@ -9,7 +10,7 @@ import scipy.sparse as sp
 import svmcore
 from svmcore import qp_baselines as qb
 from svmcore.kernels import KernelSpec, kernel_block
-from svmcore.svmplus import (KernelSVMPlus, LinearSVMPlus, correcting_gram, mean_distance_gamma)
+from svmcore.svmplus import KernelSVMPlus, LinearSVMPlus, correcting_gram, mean_distance_gamma
 
 import cvxopt  # noqa: F401  (the reference QP solver, from the test extra)
 
@@ -33,8 +34,12 @@ def mnist_plus(data_dir):
     l1 = lambda A: A / np.abs(A).sum(axis=1, keepdims=True)  # noqa: E731  (the authors' demo)
     l2 = lambda A: A / np.linalg.norm(A, axis=1, keepdims=True)  # noqa: E731
     raw = {k: d[k].astype(np.float64) for k in ("X_train", "Xstar_train", "X_test")}
-    return {"l1": {k: l1(v) for k, v in raw.items()}, "l2": {k: l2(v) for k, v in raw.items()},
-            "y_train": d["y_train"], "y_test": d["y_test"]}
+    return {
+        "l1": {k: l1(v) for k, v in raw.items()},
+        "l2": {k: l2(v) for k, v in raw.items()},
+        "y_train": d["y_train"],
+        "y_test": d["y_test"],
+    }
 
 
 def _signs(est, y):
@@ -81,14 +86,16 @@ def _cbcl_views(cbcl, n):
 
     y = np.where(cbcl["y_train"] == 1, 1.0, -1.0)
     rng = np.random.default_rng(0)
-    idx = np.sort(np.concatenate([rng.permutation(np.flatnonzero(y == c))[: int(round(n * np.mean(y == c)))]
-                                  for c in (-1, 1)]))
+    idx = np.sort(
+        np.concatenate([rng.permutation(np.flatnonzero(y == c))[: int(round(n * np.mean(y == c)))] for c in (-1, 1)])
+    )
     images = cbcl["X_train"][idx].reshape(-1, 19, 19).astype(np.float32)
     small = np.stack([cv2.resize(im, (6, 6), interpolation=cv2.INTER_AREA) for im in images]).reshape(len(idx), -1)
 
     def unit_rows(A):
         A = A.astype(np.float64) - A.mean(axis=1, keepdims=True)
         return A / np.maximum(np.linalg.norm(A, axis=1, keepdims=True), 1e-12)  # some patches are flat
+
     return unit_rows(small), unit_rows(images.reshape(len(idx), -1)), y[idx]
 
 
@@ -105,8 +112,22 @@ def test_dcd_stops_with_every_coordinate_within_tol(cbcl, seed):
     alpha, zeta = np.zeros(n), np.full(n, C)
     w, w_star = np.zeros(X.shape[1] + 1), np.zeros(Z.shape[1] + 1)
     n_epochs, n_passes, violation, converged = dcd_svmplus(
-        as_rows(X), as_rows(Z), y, row_norms_sq(X), row_norms_sq(Z), C, gamma, alpha, zeta, w, w_star, tol, 100000,
-        seed, FIRST_PHASE_CAP)
+        as_rows(X),
+        as_rows(Z),
+        y,
+        row_norms_sq(X),
+        row_norms_sq(Z),
+        C,
+        gamma,
+        alpha,
+        zeta,
+        w,
+        w_star,
+        tol,
+        100000,
+        seed,
+        FIRST_PHASE_CAP,
+    )
     assert converged and n_epochs < 100000 and n_passes < 0.5 * n_epochs
     Xa, Za = np.hstack([X, np.ones((n, 1))]), np.hstack([Z, np.ones((n, 1))])
     w_ref, w_star_ref = (alpha * y) @ Xa, (alpha + zeta - C) @ Za / gamma
@@ -138,8 +159,9 @@ def test_kernel_sparse_and_dense_agree():
     sparse = KernelSVMPlus(tol=1e-5).fit(sp.csr_matrix(X), sp.csr_matrix(X_star), y)
     assert sparse.kernel_gamma_ == pytest.approx(dense.kernel_gamma_)
     assert sparse.objective_ == pytest.approx(dense.objective_, rel=1e-6)
-    np.testing.assert_allclose(sparse.decision_function(sp.csr_matrix(X)), dense.decision_function(X),
-                               atol=1e-4 * dense.rho_)
+    np.testing.assert_allclose(
+        sparse.decision_function(sp.csr_matrix(X)), dense.decision_function(X), atol=1e-4 * dense.rho_
+    )
 
 
 def test_linear_deterministic_and_warns_at_max_iter():
@@ -189,8 +211,9 @@ def test_correcting_gram_equals_explicit_inverse():
 
 def _kernel_reference(est, X, X_star, y):
     spec = KernelSpec(est.kernel, est.kernel_gamma_) if est.kernel == "rbf" else KernelSpec("linear")
-    spec_star = (KernelSpec(est.kernel_star, est.kernel_star_gamma_) if est.kernel_star == "rbf"
-                 else KernelSpec("linear"))
+    spec_star = (
+        KernelSpec(est.kernel_star, est.kernel_star_gamma_) if est.kernel_star == "rbf" else KernelSpec("linear")
+    )
     # Eq. (22) written out here, not through the solver's l2_svmplus_q: a wrong C/gamma there must show
     ys = _signs(est, y)
     K_star_aug = kernel_block(X_star, X_star, spec_star) + 1.0
@@ -207,8 +230,9 @@ def _kernel_reference(est, X, X_star, y):
     return ref
 
 
-@pytest.mark.parametrize("C,gamma,kernel", [(1.0, 1.0, "rbf"), (100.0, 1.0, "rbf"), (0.1, 10.0, "rbf"),
-                                            (1.0, 1.0, "linear")])
+@pytest.mark.parametrize(
+    "C,gamma,kernel", [(1.0, 1.0, "rbf"), (100.0, 1.0, "rbf"), (0.1, 10.0, "rbf"), (1.0, 1.0, "linear")]
+)
 def test_kernel_reaches_qp_optimum_random(C, gamma, kernel):
     X, X_star, y = _random_problem(1)
     est = KernelSVMPlus(C=C, gamma=gamma, kernel=kernel).fit(X, X_star, y)
@@ -259,13 +283,19 @@ def test_qp_baseline_biases_satisfy_kkt():
     assert (a > 1e-6).sum() > 5 and (z > 1e-6).sum() > 5
     assert np.abs(slack[a > 1e-6]).max() < 1e-5 and np.abs(xi[z > 1e-6]).max() < 1e-5
     # the biased optimum is above the bias-free one (fewer constraints, absorbed biases)
-    assert sol["objective"] >= qb.svmplus_biasfree_qp(K + 1.0, K_star + 1.0, y.astype(float), C, gamma)[
-        "objective"] - 1e-8
+    assert (
+        sol["objective"] >= qb.svmplus_biasfree_qp(K + 1.0, K_star + 1.0, y.astype(float), C, gamma)["objective"] - 1e-8
+    )
 
 
 # --- persistence -------------------------------------------------------------------------------------
-@pytest.mark.parametrize("make", [lambda: LinearSVMPlus(C=0.1, gamma=1.0, random_state=0),
-                                  lambda: KernelSVMPlus(C=1.0, gamma=1.0, kernel_star="linear")])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: LinearSVMPlus(C=0.1, gamma=1.0, random_state=0),
+        lambda: KernelSVMPlus(C=1.0, gamma=1.0, kernel_star="linear"),
+    ],
+)
 def test_save_load_roundtrip(tmp_path, make):
     X, X_star, y = _random_problem(6)
     y = np.where(y > 0, "face", "other")

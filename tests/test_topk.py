@@ -1,4 +1,5 @@
 """TopKSVM (Prox-SDCA) on real data: letter, USPS, sector subsets, against cvxopt and LIBLINEAR."""
+
 import warnings
 
 import cvxopt
@@ -46,7 +47,7 @@ def primal(model, X, y, C, k, beta):
         Z = np.maximum(Z, 0.0)
     Z[rows, yi] = -np.inf
     losses = np.maximum(-np.sort(-Z, axis=1)[:, :k].mean(axis=1), 0.0)
-    return 0.5 * np.sum(model.coef_ ** 2) + C * losses.sum()
+    return 0.5 * np.sum(model.coef_**2) + C * losses.sum()
 
 
 def cvxopt_primal(X, y, C, k, loss):
@@ -94,10 +95,14 @@ def cvxopt_primal(X, y, C, k, loss):
     P = np.zeros((nv, nv))
     P[:nw, :nw] = np.eye(nw)
     q = np.zeros(nv)
-    q[nw:nw + n] = C
-    sol = cvxopt.solvers.qp(cvxopt.matrix(P), cvxopt.matrix(q), cvxopt.sparse(cvxopt.matrix(np.array(rows))),
-                            cvxopt.matrix(np.array(h)),
-                            options=dict(show_progress=False, abstol=1e-9, reltol=1e-9, feastol=1e-9))
+    q[nw : nw + n] = C
+    sol = cvxopt.solvers.qp(
+        cvxopt.matrix(P),
+        cvxopt.matrix(q),
+        cvxopt.sparse(cvxopt.matrix(np.array(rows))),
+        cvxopt.matrix(np.array(h)),
+        options=dict(show_progress=False, abstol=1e-9, reltol=1e-9, feastol=1e-9),
+    )
     assert sol["status"] == "optimal" or sol["relative gap"] < 1e-6, (sol["status"], sol["relative gap"])
     return sol["primal objective"]
 
@@ -247,14 +252,29 @@ def test_fit_intercept_is_a_regularised_constant_feature(letter):
         # relative, decision values within 2e-4)
         lin = TopKSVM(k=k, loss=loss, C=1.0, fit_intercept=True, intercept_scaling=B, tol=1e-6, random_state=0)
         lin.fit(X[:500], y[:500])
-        pre = TopKSVM(k=k, loss=loss, C=1.0, kernel="precomputed", fit_intercept=True, intercept_scaling=B,
-                      tol=1e-6, random_state=0).fit(X[:500] @ X[:500].T, y[:500])
+        pre = TopKSVM(
+            k=k,
+            loss=loss,
+            C=1.0,
+            kernel="precomputed",
+            fit_intercept=True,
+            intercept_scaling=B,
+            tol=1e-6,
+            random_state=0,
+        ).fit(X[:500] @ X[:500].T, y[:500])
         assert pre.primal_objective_ == pytest.approx(lin.primal_objective_, rel=1e-5)
         np.testing.assert_allclose(pre.decision_function(Xt @ X[:500].T), lin.decision_function(Xt), atol=5e-3)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # LIBLINEAR's convergence warning at this tight tol
-        lib = LinearSVC(multi_class="crammer_singer", C=1.0, fit_intercept=True, intercept_scaling=B, tol=1e-6,
-                        max_iter=100000, random_state=0).fit(X, y)
+        lib = LinearSVC(
+            multi_class="crammer_singer",
+            C=1.0,
+            fit_intercept=True,
+            intercept_scaling=B,
+            tol=1e-6,
+            max_iter=100000,
+            random_state=0,
+        ).fit(X, y)
     cs = TopKSVM(k=1, C=1.0, fit_intercept=True, intercept_scaling=B, tol=1e-6, random_state=0).fit(X, y)
     np.testing.assert_allclose(cs.coef_, lib.coef_, atol=2e-3 * np.abs(lib.coef_).max())
     np.testing.assert_allclose(cs.intercept_, lib.intercept_, atol=2e-3 * np.abs(lib.intercept_).max())
@@ -277,18 +297,26 @@ def test_topk_files_from_before_the_intercept_still_load(usps, tmp_path, rewrite
     np.testing.assert_array_equal(back.decision_function(X), m.decision_function(X))
     biased = TopKSVM(k=2, C=1.0, fit_intercept=True, random_state=0).fit(X, y)
     with pytest.raises(ValueError, match="missing array 'intercept_'"):  # a bias is never silently dropped
-        svmcore.load(rewrite_model(biased.save(tmp_path / "b.npz"), tmp_path / "b2.npz",
-                                   lambda h, a: a.pop("intercept_")))
+        svmcore.load(
+            rewrite_model(biased.save(tmp_path / "b.npz"), tmp_path / "b2.npz", lambda h, a: a.pop("intercept_"))
+        )
     with pytest.raises(ValueError, match="fit_intercept=False"):  # a bias a model without one cannot have
-        svmcore.load(rewrite_model(biased.save(tmp_path / "b.npz"), tmp_path / "b3.npz",
-                                   lambda h, a: h["params"].update(fit_intercept=False)))
+        svmcore.load(
+            rewrite_model(
+                biased.save(tmp_path / "b.npz"),
+                tmp_path / "b3.npz",
+                lambda h, a: h["params"].update(fit_intercept=False),
+            )
+        )
 
 
 def test_predict_top_k_and_persistence(usps, tmp_path):
     X, y = usps
     X, y = X[:500], y[:500]
-    for model in (TopKSVM(k=3, C=1.0, loss="beta", random_state=0).fit(X, y),
-                  TopKSVM(k=2, kernel="rbf", gamma=0.02, random_state=0).fit(X, y)):
+    for model in (
+        TopKSVM(k=3, C=1.0, loss="beta", random_state=0).fit(X, y),
+        TopKSVM(k=2, kernel="rbf", gamma=0.02, random_state=0).fit(X, y),
+    ):
         scores = model.decision_function(X[:20])
         top = model.predict_top_k(X[:20], 4)
         assert top.shape == (20, 4)

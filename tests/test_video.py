@@ -1,5 +1,6 @@
 """Videos: a video made of real photos (written losslessly by OpenCV's VideoWriter) gives, frame by frame, the
 faces of the photos; --every, annotated videos and bad files on the command line."""
+
 import json
 
 import cv2
