@@ -7,8 +7,8 @@
   (k, 5) boxes [x, y, w, h, score] in image pixels; ``Detector.load(path)`` / ``detector.save(path)``.
 - :func:`load_default`: the shipped model (facedet/models/default_detector.npz, or $FACEDET_MODEL); its path is
   :func:`default_model_path`.
-- Modules: preprocess (mask, plane, equalization), patches, features, scoring, scan, merge, bootstrap,
-  imageio, evaluate; the ``facedet`` command is :mod:`facedet.cli`.
+- Modules: preprocess (mask, plane, equalization), patches, features, scoring, scan, merge, training,
+  bootstrap, calibration, imageio, evaluate; the ``facedet`` command is :mod:`facedet.cli`.
 
 Names are imported lazily, so that the ``facedet`` command's entry point (:mod:`facedet.__main__`) loads
 nothing heavy before it handles Ctrl-C.

@@ -476,14 +476,14 @@ def train(
     max_pixels: int = _max_pixels_option(),
 ):
     """Train a detector on face and non-face patches."""
-    from .bootstrap import check_svm_params, train_detector
-    from .detector import check_params, check_pmsvm_params, train_pmsvm_detector
+    from .detector import check_params
+    from .training import KINDS, check_classifier_params, train_detector
 
-    if classifier not in ("svc", "pmsvm"):
-        _usage(f"--classifier: unknown value {classifier!r}; expected svc or pmsvm")
+    if classifier not in KINDS:
+        _usage(f"--classifier: unknown value {classifier!r}; expected {' or '.join(KINDS)}")
     if kernel not in ("poly", "rbf", "linear"):  # windows are feature rows: a precomputed kernel cannot scan
         _usage(f"--kernel: unknown value {kernel!r}; expected poly, rbf or linear")
-    features = features or ("osuna" if classifier == "svc" else "hog")
+    features = features or KINDS[classifier].features[0]
     if features not in ("osuna", "hog"):
         _usage(f"--features: unknown value {features!r}; expected osuna or hog")
     if classifier == "svc" and features != "osuna":
@@ -518,13 +518,12 @@ def train(
     if classifier == "svc":
         g = gamma if gamma in ("auto", "scale") else _number(gamma, "--gamma")
         clf_params = {"kernel": kernel, "degree": degree, "gamma": g, "coef0": coef0, **given}
-        check_clf = check_svm_params
     else:
-        clf_params, check_clf = {"p": p, **given}, check_pmsvm_params
+        clf_params = {"p": p, **given}
     names = [*scan_params, *clf_params]
     try:  # the options by the library's own checks, before any data are read and the classifier fitted
         check_params(**scan_params)
-        check_clf(**clf_params)
+        check_classifier_params(classifier, **clf_params)
     except (TypeError, ValueError) as exc:
         _usage(_as_options(exc, names))
     negative_files = _image_files(negatives, "--negatives") if negatives else []
@@ -536,26 +535,17 @@ def train(
         negative_images = [im for _, im in neg]
         task = progress.add_task(f"training {classifier}", total=None, info="")
         try:
-            if classifier == "svc":
-                det, _, labels = train_detector(
-                    X,
-                    y,
-                    negative_images=negative_images,
-                    augmentation=augmentation,
-                    callback=_svm_callback(progress, task),
-                    **scan_params,
-                    svm_params=clf_params,
-                )
-            else:
-                det, _, labels = train_pmsvm_detector(
-                    X,
-                    y,
-                    features=features,
-                    negative_images=negative_images,
-                    augmentation=augmentation,
-                    pmsvm_params=clf_params,
-                    **scan_params,
-                )
+            det, _, labels = train_detector(
+                X,
+                y,
+                kind=classifier,
+                features=features,
+                negative_images=negative_images,
+                augmentation=augmentation,
+                callback=_svm_callback(progress, task),
+                classifier_params=clf_params,
+                **scan_params,
+            )
         except (TypeError, ValueError) as exc:
             _usage(_as_options(exc, names))
     _write(det.save, out_path)
@@ -636,7 +626,8 @@ def bootstrap(
     max_pixels: int = _max_pixels_option(),
 ):
     """Bootstrap: add the false positives on face-free images to the non-faces and retrain, N rounds."""
-    from .bootstrap import bootstrap as run, keeps_training_rows, training_set
+    from .bootstrap import bootstrap as run, keeps_training_rows
+    from .training import training_set
 
     _split_needs_data(ctx, data)
     _check_output(out_path, "--out")
@@ -1298,7 +1289,7 @@ def calibrate(
     Models from train and bootstrap have (0, 0, 1), the raw 19x19 window (eyebrows to mouth)."""
     import numpy as np
 
-    from .bootstrap import calibrate_box, calibrate_confidence, choose_threshold, scan_items
+    from .calibration import calibrate_box, calibrate_confidence, choose_threshold, scan_items
     from .evaluate import plot_format, plot_reliability, plural
     from .imageio import ImageError
 
@@ -1396,9 +1387,3 @@ def main(prog_name="facedet"):
     # a solver's RuntimeWarning (e.g. max_iter reached) as one line, not Python's source excerpt
     warnings.formatwarning = lambda message, category, *args, **kwargs: f"warning: {message}\n"
     app(prog_name=prog_name)
-
-
-if __name__ == "__main__":  # python -m facedet.cli: through the same entry point as the script
-    from facedet.__main__ import main as entry
-
-    entry()

@@ -3,8 +3,8 @@ the calibration from windows to face boxes (Osuna, Freund, Girosi 1997, sec. 5).
 
 Two kinds of classifier share one scan path (:func:`facedet.scoring.make_scorer`): the polynomial
 svmcore.SVC on Osuna-preprocessed pixels (``features="osuna"``, the default and the shipped model), and the
-additive-kernel svmcore.PmSVM on HOG (``features="hog"``, :func:`train_pmsvm_detector`), scored by its
-lookup table in O(d) per window.
+additive-kernel svmcore.PmSVM on HOG (``features="hog"``, ``kind="pmsvm"`` in
+:func:`facedet.training.train_detector`), scored by its lookup table in O(d) per window.
 
 ``Detector.detect(image)`` -> (k, 5) float64 boxes [x, y, w, h, score] in original-image pixels, following the
 dlib annotations' convention (a square from the eyebrows to the chin). The box is larger than the scanned
@@ -23,7 +23,8 @@ import numpy as np
 from PIL import Image
 
 from svmcore import persistence
-from svmcore._validation import check_scalar
+from svmcore.base import BaseEstimator
+from svmcore.validation import check_scalar
 from svmcore.probability import sigmoid_predict
 
 from .features import get_features
@@ -142,7 +143,7 @@ class Detector:
     min_neighbors: detections made of fewer windows are dropped; box: (dx, dy, scale) maps a window of side s
     at (x, y) to the face box of side scale*s centred at (x + s/2 + dx*s, y + s/2 + dy*s); platt: (A, B) of
     Platt's sigmoid 1 / (1 + exp(A score + B)) that turns a detection's score into its :meth:`confidence`
-    (:func:`facedet.bootstrap.calibrate_confidence`), or None for an uncalibrated model.
+    (:func:`facedet.calibration.calibrate_confidence`), or None for an uncalibrated model.
     Raises ValueError/TypeError for out-of-range parameters, a classifier without two classes [0, 1] or [-1, 1],
     or a prefilter that is not a :class:`facedet.scoring.Prefilter`.
     """
@@ -308,9 +309,9 @@ class Detector:
 
         The header records the classifier's class, parameters and meta data, and the ``features`` name
         (absent in models written before it existed, which read as "osuna")."""
-        if not hasattr(self.classifier, "_get_state"):
+        if not isinstance(self.classifier, BaseEstimator):
             raise TypeError(f"cannot save a {type(self.classifier).__name__}; train with svmcore.SVC or PmSVM")
-        params, meta, arrays = self.classifier._get_state()
+        params, meta, arrays = persistence.get_state(self.classifier)
         header = {
             "format": FORMAT,
             "format_version": persistence.FORMAT_VERSION,
@@ -345,9 +346,8 @@ class Detector:
         try:
             _check_prefilter(header, arrays)
             info = header["classifier"]
-            est_cls = persistence.registered_class(info["class"])
             clf_arrays = {k.split(".", 1)[1]: v for k, v in arrays.items() if k.startswith("classifier.")}
-            classifier = est_cls._from_state(info["params"], info["meta"], clf_arrays)
+            classifier = persistence.from_state(info["class"], info["params"], info["meta"], clf_arrays)
             prefilter = None
             if header.get("prefilter", False):
                 prefilter = Prefilter(arrays["prefilter.weights"], arrays["prefilter.thresholds"])
@@ -379,8 +379,7 @@ def _array_names(header):
         raise ValueError(f"unknown header fields {unknown}")
     if not isinstance(header.get("classifier"), dict) or set(header["classifier"]) != {"class", "params", "meta"}:
         raise ValueError("the header's classifier must hold exactly class, params and meta")
-    est_cls = persistence.registered_class(header["classifier"]["class"])
-    return [f"classifier.{k}" for k in est_cls._file_arrays()] + list(_PREFILTER_ARRAYS)
+    return [f"classifier.{k}" for k in persistence.file_arrays(header["classifier"]["class"])] + list(_PREFILTER_ARRAYS)
 
 
 def _check_prefilter(header, arrays):
@@ -411,54 +410,3 @@ def _n_features(classifier):
     if coef is not None and np.ndim(coef) == 3:  # PmSVM: (n_models, d, n_anchors)
         return np.shape(coef)[1]
     return None
-
-
-# max_iter: the face/non-face problems on HOG need up to about 2,100 epochs to reach tol (scripts/
-# train_pmsvm_detector.py); a fit stopped short depends on rounding, and so does every bootstrapping round after it
-PMSVM_DEFAULTS = {"C": 1.0, "p": -1.0, "max_iter": 3000, "random_state": 0}
-
-
-def fit_pmsvm(features, labels, **pmsvm_params):
-    """svmcore.PmSVM fitted on nonnegative feature rows (n, p), labels (n,) (1 = face); pmsvm_params override
-    PMSVM_DEFAULTS (C = 1, p = -1: chi-square; lookup table of 1000 bins; at most 3000 epochs)."""
-    from svmcore.pmsvm import PmSVM
-
-    return PmSVM(**{**PMSVM_DEFAULTS, **pmsvm_params}).fit(features, labels)
-
-
-def check_pmsvm_params(**pmsvm_params):
-    """Check the PmSVM hyperparameters :func:`fit_pmsvm` would fit with (PMSVM_DEFAULTS overridden by pmsvm_params)
-    by svmcore's own checks, the ones ``PmSVM.fit`` runs first, so that a bad value fails before any data are read.
-    Raises TypeError for an unknown name or a non-number, ValueError for a value out of range (p > 0, ...)."""
-    from svmcore.pmsvm import PmSVM
-
-    PmSVM(**{**PMSVM_DEFAULTS, **pmsvm_params})._check_params()
-
-
-def train_pmsvm_detector(
-    X,
-    y,
-    *,
-    features="hog",
-    negative_images=(),
-    augmentation=None,
-    pmsvm_params=None,
-    prefilter_params=None,
-    **detector_params,
-):
-    """A :class:`Detector` with an additive-kernel PmSVM on ``features`` (default HOG) of windows X (n, 19, 19)
-    uint8, labels y (n,) in {0, 1}; the cascade prefilter as for the polynomial SVM
-    (:func:`facedet.bootstrap.fit_prefilter`, fitted on pixels, independent of the classifier).
-
-    Returns (detector, feature rows, labels), the training set for :func:`facedet.bootstrap.bootstrap`.
-    Raises ValueError for bad input (e.g. features with negative values: PmSVM needs features >= 0); the detector
-    parameters and pmsvm_params are checked first.
-    """
-    from .bootstrap import fit_prefilter, training_set
-
-    check_params(**detector_params)
-    check_pmsvm_params(**(pmsvm_params or {}))
-    F, labels = training_set(X, y, augmentation, features)
-    prefilter = fit_prefilter(np.asarray(X), np.asarray(y), negative_images, augmentation, **(prefilter_params or {}))
-    clf = fit_pmsvm(F, labels, **(pmsvm_params or {}))
-    return Detector(clf, prefilter, features=features, **detector_params), F, labels

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from svmcore._validation import check_choice
+from svmcore.validation import check_choice
 
 from .preprocess import WINDOW, check_windows, preprocess
 

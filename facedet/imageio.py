@@ -52,7 +52,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, ImageOps, UnidentifiedImageError
 
-from svmcore._validation import check_scalar
+from svmcore.validation import check_scalar
 from svmcore.persistence import atomic_write, move_into_place, regular_file_size
 
 # 50 megapixels: above every common camera's default output (a 48-MP phone sensor saves 12-MP files by

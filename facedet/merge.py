@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from svmcore._validation import check_scalar
+from svmcore.validation import check_scalar
 
 
 def box_iou(a, b):

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import cv2
 import numpy as np
-from svmcore._validation import check_scalar
+from svmcore.validation import check_scalar
 from svmcore.persistence import NpzReader
 
 from .imageio import MAX_PIXELS, ImageError, open_csv, read_grey

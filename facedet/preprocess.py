@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numba as nb
 import numpy as np
-from svmcore._parallel import thread_map
+from svmcore.parallel import thread_map
 
 WINDOW = 19
 

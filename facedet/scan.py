@@ -20,8 +20,8 @@ import cv2
 import numba as nb
 import numpy as np
 
-from svmcore._parallel import blas_single_thread, check_threads, thread_map
-from svmcore._validation import check_scalar
+from svmcore.parallel import blas_single_thread, check_threads, thread_map
+from svmcore.validation import check_scalar
 
 from .features import MIN_CONTRAST, SUM_R2
 from .preprocess import WINDOW
@@ -405,7 +405,7 @@ MAX_THREADS = 4  # default cap: each thread holds a level's arrays (100-250 MB o
 
 @contextmanager
 def _level_pool(threads):
-    """:func:`svmcore._parallel.thread_map` over pyramid levels (``threads`` None: numba's thread count, at most
+    """:func:`svmcore.parallel.thread_map` over pyramid levels (``threads`` None: numba's thread count, at most
     MAX_THREADS). Every level's BLAS and numba kernels run on one thread, also when ``threads`` is 1; the caller's
     thread settings are restored afterwards."""
     asked = threads

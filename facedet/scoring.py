@@ -115,11 +115,13 @@ class LUTScorer:
 def _fitted(clf, name):
     """Hyperparameter ``name`` as the fitted model uses it (svmcore keeps it through a later set_params); None
     for a classifier without it (a PmSVM has no kernel)."""
-    return clf._param(name) if hasattr(clf, "_param") and hasattr(clf, name) else getattr(clf, name, None)
+    if hasattr(clf, "fitted_params") and hasattr(clf, name):
+        return clf.fitted_params()[name]
+    return getattr(clf, name, None)
 
 
 def _resolved_gamma(clf):
-    for name in ("gamma_", "_gamma"):
+    for name in ("gamma_", "_gamma"):  # (scikit-learn's SVC keeps its resolved gamma as _gamma)
         g = getattr(clf, name, None)
         if isinstance(g, (int, float, np.floating)):
             return float(g)

@@ -4,8 +4,8 @@ fit, on the default detector's training set, in the same run.
 Data: the patch set scripts/train_default.py trains its round 0 on, built the same way (its constants, the same
 seeds): the CBCL Face DB #1 training faces (mirrored, rotated +-10 degrees) and the Web Faces `train` faces cut
 by facedet.patches.load_landmark_faces, against the CBCL training non-faces and RANDOM_NONFACES random windows of
-each face-free image; the detector's window features (facedet.bootstrap.training_set, 283 values) and SVM
-(facedet.bootstrap.SVM_DEFAULTS with train_default's C: poly degree 2, gamma 1/283, coef0 1, C 10, tol 1e-3).
+each face-free image; the detector's window features (facedet.training.training_set, 283 values) and SVM
+(facedet.training.KINDS["svc"] with train_default's C: poly degree 2, gamma 1/283, coef0 1, C 10, tol 1e-3).
 The bootstrapping rounds (scans for false positives, 43 min of refit for round 1 alone) are not run. A random
 --test-fraction of the rows (seed 1) is held out for the test accuracy; --n-train caps the training rows (a random
 subset) for a shorter run.
@@ -37,7 +37,7 @@ from pathlib import Path
 import numpy as np
 
 import svmcore
-from facedet.bootstrap import SVM_DEFAULTS, training_set
+from facedet.training import KINDS, training_set
 from facedet.patches import CBCL_FRAMING, augment, sample_windows
 from svmcore.cascade import CascadeSVC
 
@@ -127,7 +127,7 @@ def main():
         f"{time.perf_counter() - t:.0f} s; training on {len(X)} ({int(y.sum())} faces), testing on {len(Xt)}",
         flush=True,
     )
-    params = {**SVM_DEFAULTS, "C": SVM_PARAMS["C"], "cache_size": args.cache_size}
+    params = {**KINDS["svc"].defaults, "C": SVM_PARAMS["C"], "cache_size": args.cache_size}
     print(f"SVC parameters: {params}; {args.partitions} partitions", flush=True)
     threads = int(args.threads)
 

@@ -11,9 +11,9 @@
    five of wu_rare_event, kept out for the operating point: the false positives become non-face patches
    and the SVM is retrained. Per round: false positives on the negative images, and detection rate / false
    positives / AP on a fifth of the caltech_webfaces `val` images (reported only).
-4. Box map (facedet.bootstrap.calibrate_box) on the faces of caltech_webfaces `val`; operating point
-   (threshold, min_neighbors; the F1 rule of facedet.bootstrap.choose_threshold) and the scores' confidence
-   (Platt's sigmoid, facedet.bootstrap.calibrate_confidence) on every other `val` photo plus the held-out
+4. Box map (facedet.calibration.calibrate_box) on the faces of caltech_webfaces `val`; operating point
+   (threshold, min_neighbors; the F1 rule of facedet.calibration.choose_threshold) and the scores' confidence
+   (Platt's sigmoid, facedet.calibration.calibrate_confidence) on every other `val` photo plus the held-out
    face-free images.
    The SVM is stored as its exact reduced set (svmcore.reduced.reduce_quadratic: at most 284 vectors).
    The benchmark test set is never read here (scripts/bench_detect.py --mit-cmu).
@@ -42,16 +42,11 @@ from pathlib import Path
 
 import numpy as np
 
-from facedet.bootstrap import (
-    bootstrap,
-    calibrate_box,
-    calibrate_confidence,
-    choose_threshold,
-    scan_items,
-    train_detector,
-)
+from facedet.bootstrap import bootstrap
+from facedet.calibration import calibrate_box, calibrate_confidence, choose_threshold, scan_items
 from facedet.detector import FORMAT as DETECTOR_FORMAT
 from facedet.detector import Detector
+from facedet.training import train_detector
 from facedet.evaluate import iou, match_detections, plot_reliability
 from facedet.imageio import read_grey
 from facedet.patches import CBCL_FRAMING, augment, sample_windows
@@ -230,7 +225,7 @@ def train(args, X, y, negatives, sets):
         yall,
         negative_images=negatives,
         augmentation={"mirror": False},
-        svm_params=SVM_PARAMS,
+        classifier_params=SVM_PARAMS,
         box=CBCL_FRAMING,
         **SCAN,
     )

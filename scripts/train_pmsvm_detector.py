@@ -2,16 +2,16 @@
 
 1. CBCL Face DB #1 training set (2,429 faces + 4,548 non-faces; faces mirrored and rotated +-10 degrees, as
    for the shipped polynomial-SVM model, scripts/train_default.py).
-2. Cascade prefilter as for the shipped model (facedet.bootstrap.fit_prefilter: Fisher stages on pixels,
+2. Cascade prefilter as for the shipped model (facedet.training.fit_prefilter: Fisher stages on pixels,
    against the CBCL non-faces plus random windows of the face-free images in shared/data/nonface_scenes);
    PmSVM (C, p below) on facedet.features.hog_features (324 values >= 0).
 3. Bootstrapping rounds on nonface_scenes (facedet.bootstrap.bootstrap: the detector's windows above
    threshold 0 on the face-free images, at most 300 per image and round, become non-faces; the PmSVM is
    refitted on the grown set). Per round: false positives on the negative images and DR / FP / AP on the
    annotated scenes (train and test split, reported only; nothing is chosen on the test split).
-4. Box map (facedet.bootstrap.calibrate_box) on the train split. Operating point: the threshold and
+4. Box map (facedet.calibration.calibrate_box) on the train split. Operating point: the threshold and
    min_neighbors (1..3) at the top of the longest F1 maximum on the train split plus the negative images
-   (facedet.bootstrap.choose_threshold), thresholds -1..3: PmSVM scores of faces reach higher than the
+   (facedet.calibration.choose_threshold), thresholds -1..3: PmSVM scores of faces reach higher than the
    polynomial SVM's.
 
 Usage: PYTHONPATH=. python scripts/train_pmsvm_detector.py [--rounds 3] [--C 1] [--p -1] [--max-iter 3000] --out PATH
@@ -33,9 +33,9 @@ from pathlib import Path
 
 import numpy as np
 
-from facedet.bootstrap import bootstrap, calibrate_box, choose_threshold
-from facedet.detector import PMSVM_DEFAULTS, train_pmsvm_detector
-from svmcore import PmSVM
+from facedet.bootstrap import bootstrap
+from facedet.calibration import calibrate_box, choose_threshold
+from facedet.training import KINDS, check_classifier_params, train_detector
 
 from _training_data import check_args, evaluate_scenes, fmt_box, load_training_data, log_round, report
 
@@ -60,7 +60,7 @@ def main():
     ap.add_argument(
         "--max-iter",
         type=int,
-        default=PMSVM_DEFAULTS["max_iter"],
+        default=KINDS["pmsvm"].defaults["max_iter"],
         help="PmSVM's epoch cap (default: %(default)s); the default recipe's fits converge within it "
         "(the last in 2,055 epochs, to tol = 0.1); a fit stopped short depends on rounding (so then "
         "does every bootstrapping round after it)",
@@ -74,7 +74,7 @@ def main():
     t_start = time.perf_counter()
     pmsvm_params = {"C": args.C, "p": args.p, "max_iter": args.max_iter, "random_state": 0}
     try:  # --C and --p as PmSVM checks them, before minutes of data loading and augmentation
-        PmSVM(**pmsvm_params)._check_params()
+        check_classifier_params("pmsvm", **pmsvm_params)
     except (TypeError, ValueError) as exc:
         ap.error(f"--C / --p: {exc}")
 
@@ -86,8 +86,8 @@ def main():
     train_items = [(images[n], ann["train"][n][0]) for n in ann["train"]]
 
     t = time.perf_counter()
-    det, F, labels = train_pmsvm_detector(
-        X, y, negative_images=negatives, augmentation=AUGMENTATION, pmsvm_params=pmsvm_params
+    det, F, labels = train_detector(
+        X, y, kind="pmsvm", negative_images=negatives, augmentation=AUGMENTATION, classifier_params=pmsvm_params
     )
     det = calibrate_box(det, train_items)[0]
     print(

@@ -23,8 +23,8 @@ _EXPORTS = {
     "PmSVM": "pmsvm",
     "TopKSVM": "topk",
     "CascadeSVC": "cascade",
-    "NotFittedError": "_validation",
-    "ConvergenceWarning": "_validation",
+    "NotFittedError": "validation",
+    "ConvergenceWarning": "validation",
 }
 __all__ = [*_EXPORTS, "load", "warmup"]
 
@@ -45,7 +45,7 @@ def load(path):
     """
     from . import persistence
 
-    for module in set(_EXPORTS.values()) - {"_validation"}:
+    for module in set(_EXPORTS.values()) - {"validation"}:
         try:
             import_module(f".{module}", __name__)
         except ModuleNotFoundError as exc:

@@ -10,7 +10,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from . import persistence
-from ._validation import (
+from .validation import (
     check_fitted,
     check_sample_weight,
     class_sample_weight,
@@ -101,6 +101,23 @@ class BaseEstimator:
         if fitted is None or name not in fitted or name in self._live_params:
             return getattr(self, name)
         return fitted[name]
+
+    def fitted_params(self) -> dict:
+        """The hyperparameters the fitted model uses: those of its last successful ``fit`` (or of its file), which
+        a later ``set_params`` does not change until the next ``fit``; the current ones before any fit."""
+        return {k: self._param(k) for k in self.get_params()}
+
+    def check_params(self) -> None:
+        """Check the hyperparameters without fitting, as ``fit`` does first.
+
+        Raises
+        ------
+        TypeError
+            A hyperparameter of the wrong kind (a string for ``C``).
+        ValueError
+            A hyperparameter out of its range (``C <= 0``, an unknown ``kernel``).
+        """
+        self._check_params()
 
     # --- persistence -----------------------------------------------------------------------------
     def _get_state(self):

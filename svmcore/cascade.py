@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._parallel import check_threads, thread_map
-from ._validation import (
+from .parallel import check_threads, thread_map
+from .validation import (
     ConvergenceWarning,
     check_array,
     check_choice,

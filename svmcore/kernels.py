@@ -14,7 +14,7 @@ import numba as nb
 import numpy as np
 import scipy.sparse as sp
 
-from ._validation import check_choice, check_scalar
+from .validation import check_choice, check_scalar
 
 KERNELS = ("linear", "poly", "rbf", "precomputed")
 

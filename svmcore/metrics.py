@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._validation import check_array, check_scalar
+from .validation import check_array, check_scalar
 
 
 def _true_class_rank(scores, y):

@@ -399,9 +399,43 @@ def registered_class(name) -> type:
     return cls
 
 
+def get_state(estimator) -> tuple[dict, dict, dict]:
+    """What a file holds of a fitted estimator: ``(params, meta, arrays)``, its hyperparameters (JSON values), its
+    learned scalars and its learned arrays (numeric; a CSR matrix split into ``<name>.data``, ``.indices``,
+    ``.indptr``, ``.shape``). Checked by building the model :func:`from_state` would build from them, so a
+    state that loading would refuse is never written.
+
+    Raises
+    ------
+    svmcore.NotFittedError
+        The estimator is not fitted.
+    ValueError
+        Its learned attributes are inconsistent.
+    """
+    return estimator._get_state()
+
+
+def from_state(class_name: str, params: dict, meta: dict, arrays: dict):
+    """The estimator of class ``class_name`` (a registered svmcore class) with the state :func:`get_state` gave.
+
+    Raises
+    ------
+    ValueError
+        Unknown class, unknown or missing parameters, arrays or values, invalid hyperparameters.
+    KeyError
+        A learned array or value is missing.
+    """
+    return registered_class(class_name)._from_state(params, meta, arrays)
+
+
+def file_arrays(class_name: str) -> list[str]:
+    """The array names a file of the registered class ``class_name`` may hold (ValueError for an unknown class)."""
+    return registered_class(class_name)._file_arrays()
+
+
 def save(estimator, path) -> Path:
     """Save a fitted svmcore estimator to ``path`` (see the module docstring for the format)."""
-    params, meta, arrays = estimator._get_state()
+    params, meta, arrays = get_state(estimator)
     header = {
         "format": "svmcore-model",
         "format_version": FORMAT_VERSION,
@@ -424,16 +458,15 @@ def load(path):
         unknown = sorted(set(header) - _HEADER_FIELDS)
         if unknown:  # (an edited header: what would the fields mean?)
             raise ValueError(f"unknown header fields {unknown}")
-        return registered_class(header.get("class"))._file_arrays()
+        return file_arrays(header.get("class"))
 
     header, arrays = read_archive(path, "svmcore-model", array_names, "svmcore model")
     name = header["class"]
-    cls = registered_class(name)
     params = header.get("params")
     meta = header.get("meta")
     if not isinstance(params, dict) or not isinstance(meta, dict):
         raise ValueError(f"{path}: header lacks 'params' or 'meta'")
     try:
-        return cls._from_state(params, meta, arrays)
+        return from_state(name, params, meta, arrays)
     except (KeyError, TypeError, ValueError, IndexError) as exc:
         raise ValueError(f"{path}: invalid {name} model ({exc})") from exc

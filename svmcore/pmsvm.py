@@ -47,7 +47,7 @@ from numba.extending import intrinsic
 
 from . import persistence
 from ._shrinking import keep_after_check
-from ._validation import (
+from .validation import (
     ConvergenceWarning,
     check_array,
     check_choice,

@@ -31,7 +31,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from ._validation import check_array, check_scalar
+from .validation import check_array, check_scalar
 
 
 # --- numba cores ----------------------------------------------------------------------------------------------------

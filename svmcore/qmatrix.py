@@ -21,7 +21,7 @@ import numba as nb
 import numpy as np
 import scipy.sparse as sp
 
-from ._validation import check_finite_fit
+from .validation import check_finite_fit
 from .kernels import KernelSpec, centres, kernel_block, kernel_diagonal, row_norms_sq, shift_csr, sparse_centre
 
 

@@ -14,7 +14,7 @@ import copy
 
 import numpy as np
 
-from ._validation import check_fitted
+from .validation import check_fitted
 
 
 def reduce_quadratic(svc, rtol=1e-12):

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numba as nb
 import numpy as np
 
-from ._validation import ConvergenceWarning
+from .validation import ConvergenceWarning
 from .kernels import pairwise_sum
 from .qmatrix import ColumnCache, float32_columns_suffice, in_memory_pays
 

@@ -15,8 +15,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from . import persistence
-from ._parallel import blas_single_thread, check_threads, thread_map
-from ._validation import (
+from .parallel import blas_single_thread, check_threads, thread_map
+from .validation import (
     NotFittedError,
     check_array,
     check_choice,

@@ -20,7 +20,7 @@ import numpy as np
 import scipy.linalg
 
 from . import persistence
-from ._validation import (
+from .validation import (
     ConvergenceWarning,
     check_array,
     check_choice,

@@ -8,7 +8,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from . import persistence
-from ._validation import (
+from .validation import (
     ConvergenceWarning,
     check_array,
     check_choice,

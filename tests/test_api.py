@@ -9,7 +9,7 @@ from PIL import Image
 from typer.testing import CliRunner
 
 import facedet
-from facedet.bootstrap import calibrate_confidence, scan_items
+from facedet.calibration import calibrate_confidence, scan_items
 from facedet.cli import app
 from facedet.evaluate import read_annotations, reliability_table
 from facedet.imageio import read_grey, read_rgb

@@ -695,25 +695,27 @@ def test_a_model_whose_header_does_not_describe_its_arrays_is_a_usage_error(astr
 
 
 def test_train_checks_scan_options_before_fitting(small_npz, tmp_path, monkeypatch):
-    import facedet.bootstrap
+    import facedet.training
 
-    monkeypatch.setattr(facedet.bootstrap, "fit_svm", lambda *a, **k: pytest.fail("fitted before the checks"))
+    monkeypatch.setattr(facedet.training, "fit_classifier", lambda *a, **k: pytest.fail("fitted before the checks"))
     for bad in (["--stride", "0"], ["--scale-factor", "1"], ["--threshold", "nan"]):
         r = runner.invoke(app, ["train", "--data", str(small_npz), "--out", str(tmp_path / "m.npz"), *bad])
         assert r.exit_code == 2 and bad[0] in r.stderr, r.output
     d = np.load(small_npz)
     with pytest.raises(ValueError, match="stride"):
-        facedet.bootstrap.train_detector(d["X"], d["y"], stride=0)
+        facedet.training.train_detector(d["X"], d["y"], stride=0)
     # the classifier's hyperparameters too, by svmcore's own checks, before the features are computed
-    import facedet.detector
-
-    monkeypatch.setattr(facedet.bootstrap, "training_set", lambda *a, **k: pytest.fail("features before the checks"))
+    monkeypatch.setattr(facedet.training, "training_set", lambda *a, **k: pytest.fail("features before the checks"))
     with pytest.raises(ValueError, match="C: must be > 0"):
-        facedet.bootstrap.train_detector(d["X"], d["y"], svm_params={"C": -1})
+        facedet.training.train_detector(d["X"], d["y"], classifier_params={"C": -1})
     with pytest.raises(ValueError, match="p=1.0 > 0 is not positive definite"):
-        facedet.detector.train_pmsvm_detector(d["X"], d["y"], pmsvm_params={"p": 1})
+        facedet.training.train_detector(d["X"], d["y"], kind="pmsvm", classifier_params={"p": 1})
     with pytest.raises(TypeError, match="kernal"):  # a misspelt name is no hyperparameter
-        facedet.bootstrap.train_detector(d["X"], d["y"], svm_params={"kernal": "rbf"})
+        facedet.training.train_detector(d["X"], d["y"], classifier_params={"kernal": "rbf"})
+    with pytest.raises(ValueError, match="reads hog features"):  # PmSVM needs nonnegative features
+        facedet.training.train_detector(d["X"], d["y"], kind="pmsvm", features="osuna")
+    with pytest.raises(ValueError, match="unknown classifier 'svm'; expected one of svc, pmsvm"):
+        facedet.training.train_detector(d["X"], d["y"], kind="svm")
 
 
 def test_train_and_bootstrap_refuse_bad_hyperparameters_before_reading_any_data(
@@ -980,11 +982,9 @@ def test_bad_patch_arrays_and_out_names_are_usage_errors(astro, tmp_path, small_
 
 def test_train_options_of_the_other_classifier_are_refused_and_tol_reaches_pmsvm(small_npz, tmp_path, monkeypatch):
     # --tol was silently dropped for pmsvm, and --kernel ... for pmsvm or --p for svc did nothing
-    import facedet.bootstrap
-    import facedet.detector
+    import facedet.training
 
-    monkeypatch.setattr(facedet.bootstrap, "fit_svm", lambda *a, **k: pytest.fail("fitted despite a usage error"))
-    monkeypatch.setattr(facedet.detector, "fit_pmsvm", lambda *a, **k: pytest.fail("fitted despite a usage error"))
+    monkeypatch.setattr(facedet.training, "fit_classifier", lambda *a, **k: pytest.fail("fitted despite a usage error"))
     base = ["train", "--data", str(small_npz), "--out", str(tmp_path / "x.npz")]
     for extra, named in (
         (["--classifier", "pmsvm", "--kernel", "rbf", "--degree", "3"], "--kernel, --degree"),
@@ -1003,9 +1003,9 @@ def test_train_options_of_the_other_classifier_are_refused_and_tol_reaches_pmsvm
 
 def test_train_shifts_stay_inside_the_window(small_npz, tmp_path, monkeypatch):
     # --shifts 30 made 242 copies of each face, most of them the replicated border of the window, and fitted them
-    import facedet.bootstrap
+    import facedet.training
 
-    monkeypatch.setattr(facedet.bootstrap, "fit_svm", lambda *a, **k: pytest.fail("fitted despite a usage error"))
+    monkeypatch.setattr(facedet.training, "fit_classifier", lambda *a, **k: pytest.fail("fitted despite a usage error"))
     r = runner.invoke(app, ["train", "--data", str(small_npz), "--out", str(tmp_path / "x.npz"), "--shifts", "10"])
     assert r.exit_code == 2 and "--shifts" in r.output
     import typer.main
@@ -1016,10 +1016,10 @@ def test_train_shifts_stay_inside_the_window(small_npz, tmp_path, monkeypatch):
 
 def test_negatives_without_a_usable_image_are_a_usage_error(astro, data_dir, tmp_path, monkeypatch):
     # calibrate went on without them (exit 0), choosing its operating point on the annotated images alone
-    import facedet.bootstrap
+    import facedet.calibration
     from facedet.detector import default_model_path
 
-    monkeypatch.setattr(facedet.bootstrap, "calibrate_box", lambda *a, **k: pytest.fail("calibrated anyway"))
+    monkeypatch.setattr(facedet.calibration, "calibrate_box", lambda *a, **k: pytest.fail("calibrated anyway"))
     small = tmp_path / "small"
     small.mkdir()
     write_image(small / "tiny.png", read_rgb(astro)[:10, :10])  # readable, but smaller than a window

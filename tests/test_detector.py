@@ -7,20 +7,13 @@ import numpy as np
 import pytest
 
 from facedet import Detector, load_default
-from facedet.bootstrap import (
-    best_windows,
-    bootstrap,
-    calibrate_box,
-    choose_threshold,
-    fit_prefilter,
-    mine_negatives,
-    train_detector,
-    training_set,
-)
+from facedet.bootstrap import bootstrap, mine_negatives
+from facedet.calibration import best_windows, calibrate_box, choose_threshold
 from facedet.detector import as_grey
 from facedet.evaluate import iou, read_annotations
 from facedet.imageio import read_grey, read_rgb
 from facedet.patches import sample_windows
+from facedet.training import fit_prefilter, train_detector, training_set
 
 from conftest import CBCL_DETECTOR
 
@@ -267,8 +260,8 @@ def test_bootstrap_refuses_bad_labels_rows_and_counts_before_scanning(negatives,
             ({"features": F * np.nan}, "finite"),
             ({"max_per_image": -1}, "max_per_image"),
             ({"max_per_image": 2.5}, "max_per_image"),
-            ({"svm_params": {"C": -1.0}}, "C: must be > 0"),
-            ({"svm_params": {"degree": 0}}, "degree"),
+            ({"classifier_params": {"C": -1.0}}, "C: must be > 0"),
+            ({"classifier_params": {"degree": 0}}, "degree"),
         ):
             with pytest.raises((ValueError, TypeError), match=match):
                 bootstrap(det, negatives[:1], 1, **{"features": F, "labels": labels, **kw})
@@ -338,7 +331,6 @@ def test_box_calibration_on_train_split(data_dir):
 
 
 def test_choose_threshold_maximises_f1(small, data_dir, negatives):
-    from facedet.bootstrap import choose_threshold
 
     scenes = data_dir / "scenes_annotated_dlib_voc"
     truth, _ = read_annotations(scenes / "boxes.csv", split="train")["2007_007763.jpg"]
@@ -374,7 +366,7 @@ def test_choose_threshold_checks_its_arguments_before_scanning(astro_path, monke
 
 
 def test_plateau_top():
-    from facedet.bootstrap import plateau_top
+    from facedet.calibration import plateau_top
 
     f1 = np.array([[0.5, 0.6], [0.8, 0.8], [0.8, 0.8], [0.7, 0.8], [0.8, 0.8], [0.8, 0.7]])
     assert plateau_top(f1) == (4, 1)  # column 1 holds the longest run (rows 1-4): its last row
@@ -387,16 +379,15 @@ def test_plateau_top():
 @pytest.fixture(scope="module")
 def small_pmsvm(data_dir, negatives):
     """A PmSVM + HOG detector trained on 1,000 CBCL patches (about a second)."""
-    from facedet.detector import train_pmsvm_detector
-
     d = np.load(data_dir / "cbcl_face_db1" / "cbcl_face_db1_19x19_uint8.npz")
     rng = np.random.default_rng(1)
     idx = np.r_[rng.choice(2429, 400, replace=False), 2429 + rng.choice(4548, 600, replace=False)]
     with warnings.catch_warnings():  # its binary problem uses up PmSVM's default 100 epochs; no test of convergence
         warnings.filterwarnings("ignore", "PmSVM: .* stopped at max_iter", RuntimeWarning)
-        det, _, _ = train_pmsvm_detector(
+        det, _, _ = train_detector(
             d["X_train"][idx],
             d["y_train"][idx].astype(np.int64),
+            kind="pmsvm",
             negative_images=negatives[:1],
             prefilter_params={"n_random": 300},
         )
@@ -500,7 +491,6 @@ def test_classifier_and_features_must_match(small, small_pmsvm):
 
 @pytest.mark.filterwarnings("ignore:PmSVM. .* stopped at max_iter:RuntimeWarning")  # as small_pmsvm's fit
 def test_bootstrap_refits_a_pmsvm_on_its_features(small_pmsvm, data_dir, negatives):
-    from facedet.bootstrap import training_set
 
     with pytest.raises(ValueError, match="no training rows"):
         bootstrap(small_pmsvm, negatives[:1], 1)

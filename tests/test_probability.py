@@ -230,7 +230,7 @@ def test_folds_with_one_class_follow_libsvm(faces):
     X, y = faces[0], faces[1]
     rows = np.r_[np.flatnonzero(y == 0)[:5], np.flatnonzero(y == 1)[:1]]  # one face among 6 rows
     m = svmcore.SVC(kernel="rbf", gamma=0.02, probability=True, random_state=0)
-    m._check_params()
+    m.check_params()
     Xs, spec = m._prepare(X[rows])
     ys = np.where(y[rows] == 1, 1.0, -1.0)
     perm = np.random.default_rng(0).permutation(6)

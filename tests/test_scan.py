@@ -346,7 +346,7 @@ def test_overlapping_scans_restore_blas_threads_and_a_failed_level_cancels_the_r
 
     from threadpoolctl import threadpool_info
 
-    import svmcore._parallel as par
+    import svmcore.parallel as par
 
     scorer = make_scorer(svm)
     grey = astro[40:260, 120:340]

@@ -8,7 +8,7 @@ from sklearn import svm as sk
 
 import svmcore
 from conftest import cbcl_sample
-from svmcore._validation import class_sample_weight
+from svmcore.validation import class_sample_weight
 from svmcore.kernels import pairwise_kernel
 from svmcore.multiclass import ovo_pairs
 

@@ -8,7 +8,7 @@ import pytest
 import scipy.sparse as sp
 
 import svmcore
-from svmcore import qp_baselines as qb
+import qp_references as qb
 from svmcore.kernels import KernelSpec, kernel_block
 from svmcore.svmplus import KernelSVMPlus, LinearSVMPlus, correcting_gram, mean_distance_gamma
 

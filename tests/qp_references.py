@@ -18,8 +18,8 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from ._validation import check_choice
-from .kernels import KernelSpec, kernel_block
+from svmcore.kernels import KernelSpec, kernel_block
+from svmcore.validation import check_choice
 
 SOLVERS = ("cvxopt", "osqp")
 
