@@ -1,21 +1,20 @@
-"""The Q-matrix interface of the decomposition solver, and its one column cache.
+"""The Q-matrix interface of the decomposition solver (:class:`QMatrix`), its kinds, and its one column cache.
 
-The solver (``smo.solve``) never sees kernels. A Q-matrix has ``n``, ``diagonal`` (n,) float64 and
-``dtype`` (float32, as LIBSVM's Qfloat, or float64), ``float64()`` (the same Q with float64 columns, which
-the solver asks for where float32 cannot reach its tolerance) and ``rows(idx, active)``: the block
-Q[idx][:, active] of that dtype, i.e. the working set's columns stored as rows (Q is symmetric), computed
-together (a small Q the solver computes whole: :func:`in_memory_pays`); and ``rho_shift(alpha)``, what the
-solver's rho needs added where the Q-matrix solves an equivalent, better conditioned problem (centred linear
-C-SVC). Kinds:
+The solver (``smo.solve``) never sees kernels, only a :class:`QMatrix`. Kinds:
 
 - :class:`KernelQ`: Q_ij = y_i y_j K(x_i, x_j) (C-SVC) or K(x_i, x_j) (one-class, ``y=None``), computed
   block-wise through BLAS (``kernels.kernel_block``);
-- :class:`PrecomputedQ`: an explicit (n, n) matrix (precomputed kernels, kernel SVM+ with Q = H + G).
+- :class:`PrecomputedQ`: an explicit (n, n) matrix (precomputed kernels, kernel SVM+ with Q = H + G);
+- :class:`DenseQ`: a Q already held whole (a pair of classes cut from the Gram of a fit), which the solver serves
+  from memory in one compiled call.
 
-The solver keeps the columns it has fetched in one :class:`ColumnCache`, whatever the kind.
+The solver keeps the columns it has fetched in one :class:`ColumnCache`, whatever the kind; a small Q it computes
+whole first (:func:`in_memory_pays`).
 """
 
 from __future__ import annotations
+
+from typing import Protocol
 
 import numba as nb
 import numpy as np
@@ -23,6 +22,42 @@ import scipy.sparse as sp
 
 from .validation import check_finite_fit
 from .kernels import KernelSpec, centres, kernel_block, kernel_diagonal, row_norms_sq, shift_csr, sparse_centre
+
+
+class QMatrix(Protocol):
+    """What the solver asks of Q (n variables; Q symmetric).
+
+    Attributes
+    ----------
+    n : int
+        Variables.
+    dtype : numpy.dtype
+        Of the columns: float32 (as LIBSVM's Qfloat) or float64.
+    diagonal : ndarray of shape (n,), float64
+        Q_ii.
+    whole : bool
+        Q is held whole already: the solver serves it from memory, whatever its size.
+    """
+
+    n: int
+    dtype: np.dtype
+    diagonal: np.ndarray
+    whole: bool
+
+    def rows(self, idx: np.ndarray, active: np.ndarray) -> np.ndarray:
+        """Q[idx][:, active] of ``dtype``, (len(idx), len(active)): the columns idx (Q is symmetric: stored as
+        rows) restricted to the active variables, computed together."""
+
+    def float64(self) -> QMatrix:
+        """The same Q with float64 columns, which the solver asks for where float32 cannot reach its tolerance
+        (:func:`float32_columns_suffice`)."""
+
+    def rho_shift(self, alpha: np.ndarray) -> float:
+        """What the solver's rho needs added where Q solves an equivalent, better conditioned problem (the
+        centred linear C-SVC); 0.0 otherwise."""
+
+    def reset(self) -> None:
+        """Forget state kept between :meth:`rows` calls (the solver unshrinks: the active set grows back)."""
 
 
 @nb.njit(cache=True, nogil=True)
@@ -180,6 +215,8 @@ class KernelQ:
     as on those rows.
     """
 
+    whole = False
+
     def __init__(self, X, spec: KernelSpec, y=None, dtype=np.float32, rows=None):
         self._args = (X, spec, y)
         self.dtype = np.dtype(dtype)
@@ -287,6 +324,8 @@ class PrecomputedQ:
     l2-SVM+ (rho = a'Qa can be 1e-7 of max|Q|, below float32's rounding of Q).
     """
 
+    whole = False
+
     def __init__(self, M, y=None, dtype=np.float32):
         self._args = (M, y)  # the caller's matrix, no copy
         M = np.asarray(M, dtype=np.float64)
@@ -313,6 +352,42 @@ class PrecomputedQ:
     def rho_shift(self, alpha):
         """0.0: the matrix is used as given (see :meth:`KernelQ.rho_shift`)."""
         return 0.0
+
+    def reset(self):
+        """Nothing to invalidate: Q is held whole."""
+
+
+class DenseQ:
+    """Q held whole: ``block`` (n, n) float32 or float64, Q's columns as its rows, with its ``diagonal`` (n,) float64
+    as the Q-matrix it was cut from gives it, ``wide`` its float64 twin (or None: ``float64()`` converts) and that
+    Q-matrix's ``rho_shift``. The solver runs it from memory in one compiled call, as it runs a small Q it computes
+    whole, so the iterates are those of the Q it was cut from."""
+
+    whole = True
+
+    def __init__(self, block, diagonal, *, wide=None, rho_shift=None, column_rel_error=EPS32):
+        self.block, self.wide = block, wide
+        self.n, self.dtype = block.shape[0], block.dtype
+        self.diagonal = diagonal
+        self.column_rel_error = column_rel_error
+        self._rho_shift = rho_shift
+
+    def rows(self, idx, active):
+        """Q[idx][:, active] (the block itself where both are everything: no copy)."""
+        if len(idx) == self.n and len(active) == self.n:
+            return self.block
+        return self.block[np.ix_(idx, active)]
+
+    def float64(self):
+        """The float64 twin given, else the block converted."""
+        if self.dtype == np.float64:
+            return self
+        wide = self.block.astype(np.float64) if self.wide is None else self.wide
+        return DenseQ(wide, self.diagonal, rho_shift=self._rho_shift, column_rel_error=self.column_rel_error)
+
+    def rho_shift(self, alpha):
+        """The rho shift of the Q-matrix the block was cut from (0.0 without one)."""
+        return 0.0 if self._rho_shift is None else self._rho_shift(alpha)
 
     def reset(self):
         """Nothing to invalidate: Q is held whole."""

@@ -567,11 +567,11 @@ def _loop_state(n, q, shrinking):
 
 @nb.njit(cache=True, nogil=True)
 def solve_in_memory(Qmem, p, y, C, alpha, diag, tol, working_set_size, shrinking, max_iter):
-    """:func:`solve` for compiled callers, on Q given whole: Qmem (n, n) float32 or float64 (Q's columns as its
-    rows), p, y, C, alpha (the start, updated in place: feasible, n >= 2), diag (n,) float64 Q_ii as the Q-matrix
-    gives them; ``working_set_size`` q >= 2, ``max_iter`` < 0 for none. The same iterates as :func:`solve` on a
-    Q-matrix of those columns (its in-memory mode). Returns (G, converged, kkt_violation, n_iter, n_inner, hits,
-    misses); rho is :func:`compute_rho` (G, alpha, y, C)."""
+    """The compiled core of :func:`solve` on Q held whole, also called by compiled callers (SVC's batch of pairs):
+    Qmem (n, n) float32 or float64 (Q's columns as its rows), p, y, C, alpha (the start, updated in place: feasible,
+    n >= 2), diag (n,) float64 Q_ii as the Q-matrix gives them; ``working_set_size`` q >= 2, ``max_iter`` < 0 for
+    none. The same iterates as :func:`solve` on a Q-matrix of those columns (its in-memory mode). Returns (G,
+    converged, kkt_violation, n_iter, n_inner, hits, misses); rho is :func:`compute_rho` (G, alpha, y, C)."""
     n = alpha.shape[0]
     q = min(working_set_size, n)
     G = p.copy()
@@ -620,44 +620,6 @@ def solve_in_memory(Qmem, p, y, C, alpha, diag, tol, working_set_size, shrinking
     return G, converged, max(violation, 0.0), io[_N_ITER], io[_N_INNER], io[_HITS], io[_MISSES]
 
 
-def solve_whole(
-    Qmem, p, y, C, alpha0, diag, *, tol=1e-3, working_set_size=None, shrinking=True, max_iter=None, start=None
-) -> SolverResult:
-    """:func:`solve` on Q given whole, in one compiled call (:func:`solve_in_memory`): Qmem (n, n) float32 or float64
-    array, Q's columns as its rows (Q symmetric); diag (n,) float64, Q_ii as the Q-matrix gives them (for kernels,
-    from the rows' norms); p, y, C, alpha0 and the settings as :func:`solve`, checked by the caller (feasible
-    alpha0, n >= 2). The same iterates, result and ConvergenceWarning as :func:`solve` on a Q-matrix with these
-    entries; ``start``: the perf_counter the result's seconds count from (None: now)."""
-    start = time.perf_counter() if start is None else start
-    alpha = np.array(alpha0, dtype=np.float64)
-    G, converged, violation, n_iter, n_inner, hits, misses = solve_in_memory(
-        Qmem,
-        p,
-        y,
-        C,
-        alpha,
-        diag,
-        tol,
-        64 if working_set_size is None else int(working_set_size),
-        bool(shrinking),
-        -1 if max_iter is None else int(max_iter),
-    )
-    if not converged:
-        warn_not_converged(max_iter, n_inner, violation, tol)
-    return SolverResult(
-        alpha,
-        G,
-        float(compute_rho(G, alpha, y, C)),
-        0.5 * float(alpha @ (G + p)),
-        int(n_iter),
-        int(n_inner),
-        float(violation),
-        hits / max(hits + misses, 1),
-        time.perf_counter() - start,
-        bool(converged),
-    )
-
-
 def warn_not_converged(max_iter, n_inner, violation, tol, stacklevel=3):
     """The ConvergenceWarning of a solve stopped by ``max_iter`` (None: by the pair-step cap after n_inner steps)."""
     where = (
@@ -689,7 +651,7 @@ def solve(
 ) -> SolverResult:
     """Minimise 1/2 a'Qa + p'a subject to y'a = y'alpha0 and 0 <= a <= C by working-set decomposition.
 
-    Q: a Q-matrix (``qmatrix.KernelQ`` or ``qmatrix.PrecomputedQ``) with n variables; p, y, C, alpha0:
+    Q: a :class:`svmcore.qmatrix.QMatrix` (``KernelQ``, ``PrecomputedQ``, ``DenseQ``) with n variables; p, y, C, alpha0:
     (n,) float64, y in {+1, -1}, alpha0 feasible (0 <= alpha0 <= C). ``working_set_size`` q >= 2 (None:
     64); ``cache_size``: MB of cached columns (at least 2q + 64 columns are kept); ``tol``: stopping tolerance
     on the KKT violation m(a) - M(a); ``max_iter``: bound on iterations (working sets solved; None: LIBSVM's
@@ -720,24 +682,28 @@ def solve(
     need, active, io, fo, shrink_every, work = _loop_state(n, q, bool(shrinking))
     pair_step_cap = max(MAX_PAIR_STEPS, PAIR_STEPS_PER_ROW * n)  # a badly scaled problem warns, never hangs
     all_idx = np.arange(n, dtype=np.int64)
-    if in_memory_pays(n, len(need), cache_size, Q.dtype):
-        # a small Q: computed whole, one call, and the iterations served from it in compiled code, the cache's state
-        # (which columns, computed on which active set) kept as the fetches would have left it, so the iterates are
-        # those of the column-by-column solve (to the rounding of dense products: in_memory_pays)
+    if Q.whole or in_memory_pays(n, len(need), cache_size, Q.dtype):
+        # a small Q (or one held whole): the iterations served from it in compiled code, the cache's state (which
+        # columns, computed on which active set) kept as the fetches would have left it, so the iterates are those
+        # of the column-by-column solve (to the rounding of dense products: in_memory_pays)
         block = np.ascontiguousarray(Q.rows(all_idx, all_idx))
-        if not (callback is not None or verbose):
-            return solve_whole(
-                block,
-                p,
-                y,
-                C,
+        if not (callback is not None or verbose):  # one compiled call
+            G, converged, violation, n_iter, n_inner, hits, misses = solve_in_memory(
+                block, p, y, C, alpha, diag, tol, q, bool(shrinking), -1 if max_iter is None else int(max_iter)
+            )
+            if not converged:
+                warn_not_converged(max_iter, n_inner, violation, tol)
+            return SolverResult(
                 alpha,
-                diag,
-                tol=tol,
-                working_set_size=q,
-                shrinking=shrinking,
-                max_iter=max_iter,
-                start=start,
+                G,
+                float(compute_rho(G, alpha, y, C)),
+                0.5 * float(alpha @ (G + p)),
+                int(n_iter),
+                int(n_inner),
+                float(violation),
+                hits / max(hits + misses, 1),
+                time.perf_counter() - start,
+                bool(converged),
             )
         cache = ColumnCache.in_memory_cache(block)  # the same iterates, with the reports
     else:

@@ -52,8 +52,8 @@ from .kernels import (
 )
 from .multiclass import ovo_pairs, ovo_votes
 from .probability import MIN_PROB, _fit_sigmoid, fit_sigmoid, pairwise_coupling, sigmoid_predict
-from .qmatrix import EPS32, IN_MEMORY_ROWS, KernelQ, PrecomputedQ, cache_holds, float32_columns_suffice
-from .smo import SolverResult, compute_rho, solve, solve_in_memory, solve_whole, warn_not_converged
+from .qmatrix import EPS32, IN_MEMORY_ROWS, DenseQ, KernelQ, PrecomputedQ, cache_holds, float32_columns_suffice
+from .smo import SolverResult, compute_rho, solve, solve_in_memory, warn_not_converged
 
 _THREADED_PAIR_ROWS = 256  # n_jobs > 1 solves pairs on threads where they average this many rows (2n / k) or more
 # pairs of classes of up to this many rows, on a Gram, are solved from their kernel block, cut once (_PairBlock)
@@ -79,6 +79,16 @@ class _PairBlock:
         self.Q32 = self.Q.rows(every, every)
         self.Q64 = self.Q.float64().rows(every, every) if self.wide else np.empty((0, 0))
         self.K = gram.kernel(rows, rows, spec) if probability else None
+
+    def dense_q(self):
+        """The pair's Q held whole (:class:`svmcore.qmatrix.DenseQ`), with the float64 twin where it is needed."""
+        return DenseQ(
+            self.Q32,
+            self.Q.diagonal,
+            wide=self.Q64 if self.wide else None,
+            rho_shift=self.Q.rho_shift,
+            column_rel_error=self.Q.column_rel_error,
+        )
 
 
 @nb.njit(cache=True, nogil=True)
@@ -397,22 +407,9 @@ class _KernelSVM(BaseEstimator):
         and box constraints C, all (len(rows),); returns the solver result. ``gram``: X's :class:`Gram`, or None;
         ``block``: the rows' :class:`_PairBlock`, or None; ``settings``: :meth:`_solver_settings`, or None."""
         settings = settings or self._solver_settings()
-        if block is not None:  # solve_whole, as solve runs a small Q computed whole, without its set-up
-            res = solve_whole(
-                block.Q64 if block.wide else block.Q32,
-                -np.ones(len(rows)),
-                ys,
-                C,
-                np.zeros(len(rows)),
-                block.Q.diagonal,
-                tol=settings["tol"],
-                working_set_size=settings["working_set_size"],
-                max_iter=settings["max_iter"],
-                shrinking=bool(self.shrinking),
-            )
-            res.rho += block.Q.rho_shift(res.alpha)
-            return res
-        if _uses_gram(gram, spec, rows):
+        if block is not None:
+            Q = block.dense_q()
+        elif _uses_gram(gram, spec, rows):
             Q = KernelQ(gram, spec, ys, rows=rows)
         elif sp.issparse(X) and len(rows) <= _CENTRED_ROWS:  # the numbers of KernelQ(X[rows]), without scipy
             Q = KernelQ(
