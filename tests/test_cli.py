@@ -26,7 +26,7 @@ runner = CliRunner()
 def wide_console(monkeypatch):
     """Tables fold long paths at the terminal's width (80 columns under the runner); the tests read names
     whole wherever the repository lives."""
-    from facedet import cli
+    from facedet.cli import common as cli
 
     monkeypatch.setattr(cli.out, "width", 1000)
 
@@ -271,7 +271,7 @@ def test_evaluate_fp_points_count_images_the_csv_does_not_list(data_dir, tmp_pat
     """Two MIT+CMU photos with their rows of the real boxes.csv, three of its face-free images (no row), and
     detections made by hand; the ranked list, computed by hand: 3.0 hit, 2.5 FP (wall), 2.0 hit, 1.5 FP FP (the
     two knex images), 1.0 hit, 0.0 hit."""
-    from facedet import cli
+    from facedet.cli import common
     from facedet.evaluate import read_annotations
     from facedet.imageio import read_grey
 
@@ -297,7 +297,7 @@ def test_evaluate_fp_points_count_images_the_csv_does_not_list(data_dir, tmp_pat
         pixels["knex42.gif"]: np.array([[100, 10, 40, 40, 1.5]]),
         pixels["wall.gif"]: np.array([[10, 10, 40, 40, 2.5]]),
     }
-    monkeypatch.setattr(cli, "_load_detector", lambda model: _FixedDetector(by_pixels))
+    monkeypatch.setattr(common, "load_detector", lambda model: _FixedDetector(by_pixels))
     roc = tmp_path / "roc.png"
     base = ["evaluate", "--images", str(folder), "--annotations", str(csv), "--plot", str(tmp_path / "pr.png")]
     r = runner.invoke(app, [*base, "--split", "test", "--fp-points", "0,1,2,3,10", "--roc", str(roc)])
@@ -610,6 +610,7 @@ def test_ctrl_c_that_a_callback_swallowed_stops_the_command_at_its_next_step(mon
     # the command ran on to print its results (seen in CI) or to exit 0
     import facedet.__main__ as entry
     import facedet.cli as cli
+    from facedet.cli import common
 
     ran_on = []
 
@@ -620,12 +621,12 @@ def test_ctrl_c_that_a_callback_swallowed_stops_the_command_at_its_next_step(mon
         except KeyboardInterrupt:
             pass
         if step == "print":
-            cli._print("results\n", raw=True)
+            common.emit("results\n", raw=True)
         elif step == "progress":
-            with cli._progress() as progress:
+            with common.progress_bar() as progress:
                 progress.advance(progress.add_task("detecting", total=2, info=""))
         else:
-            cli._write(lambda path: path.write_text("model"), tmp_path / "m.npz")
+            common.write_output(lambda path: path.write_text("model"), tmp_path / "m.npz")
         ran_on.append(step)
         raise SystemExit(0)
 
@@ -636,7 +637,7 @@ def test_ctrl_c_that_a_callback_swallowed_stops_the_command_at_its_next_step(mon
     assert exit_.value.code == 130 and "interrupted" in err and "Traceback" not in err
     assert ran_on == [] and out == "" and not (tmp_path / "m.npz").exists()
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # restored
-    cli._print("next command\n", raw=True)  # the press does not outlive its command
+    common.emit("next command\n", raw=True)  # the press does not outlive its command
     assert capsys.readouterr().out == "next command\n"
 
 
@@ -1097,10 +1098,10 @@ READERS = ["train", "bootstrap", "detect", "evaluate", "calibrate"]  # the comma
 
 
 def test_max_pixels_is_one_option_of_every_command_that_reads_images():
-    from facedet import cli
+    from facedet.cli import common as cli
     from facedet.imageio import MAX_PIXELS
 
-    assert cli._MAX_PIXELS == MAX_PIXELS == 50_000_000  # the default stays 50 MP, written out in the CLI
+    assert cli.DEFAULT_MAX_PIXELS == MAX_PIXELS == 50_000_000  # the default stays 50 MP, written out in the CLI
     commands = typer_command(app).commands
     options = [next(o for o in commands[name].params if o.name == "max_pixels") for name in READERS]
     assert all(o.opts == ["--max-pixels"] and o.default == MAX_PIXELS for o in options)
@@ -1283,13 +1284,13 @@ def test_a_run_that_compiles_says_so_once(capsys):
     import numba
     from numba.core import event
 
-    import facedet.cli as cli
+    from facedet.cli import common as cli
 
     saved = cli._notice.pop("listener", None)  # a command run by an earlier test registered one
     if saved is not None:
         event.unregister("numba:compile", saved)
     try:
-        cli._notice_compiling()
+        cli.notice_compiling()
         assert capsys.readouterr().err == ""
         numba.njit(lambda x: x + 1)(1)
         numba.njit(lambda x: x * 2)(1)
