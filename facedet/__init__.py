@@ -14,7 +14,7 @@ Names are imported lazily, so that the ``facedet`` command's entry point (:mod:`
 nothing heavy before it handles Ctrl-C.
 """
 
-__version__ = "0.4.0"  # the distribution's version (pyproject.toml reads it from here)
+__version__ = "0.5.0"  # the distribution's version (pyproject.toml reads it from here)
 __all__ = ["Detector", "Face", "default_model_path", "detect", "detect_many", "detect_video", "load_default"]
 
 
