@@ -14,6 +14,14 @@ Names are imported lazily, so that the ``facedet`` command's entry point (:mod:`
 nothing heavy before it handles Ctrl-C.
 """
 
+from __future__ import annotations
+
+# typing.TYPE_CHECKING without importing typing: the command's entry point (__main__) loads nothing before it
+# handles Ctrl-C
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .detector import Detector
+
 __version__ = "0.5.0"  # the distribution's version (pyproject.toml reads it from here)
 __all__ = ["Detector", "Face", "default_model_path", "detect", "detect_many", "detect_video", "load_default"]
 
@@ -30,7 +38,7 @@ def __getattr__(name):
     raise AttributeError(f"module 'facedet' has no attribute {name!r}")
 
 
-def load_default():
+def load_default() -> Detector:
     """The shipped default :class:`Detector` ($FACEDET_MODEL if set); FileNotFoundError if the model file is
     missing, ValueError if it is corrupt or not a facedet model."""
     from .detector import Detector, default_model_path

@@ -11,10 +11,16 @@ A Ctrl-C after the command's last output changes nothing. SIGTERM ends the comma
 temporary files removed.
 """
 
+from __future__ import annotations
+
 import signal
 import sys
 
 from . import _interrupt
+
+TYPE_CHECKING = False  # (typing.TYPE_CHECKING without importing typing, which nothing here needs at run time)
+if TYPE_CHECKING:
+    from typing import NoReturn
 
 
 def _caused_by_interrupt(exc):
@@ -25,7 +31,7 @@ def _caused_by_interrupt(exc):
     return False
 
 
-def main():
+def main() -> NoReturn:
     """Run :func:`facedet.cli.main`; exit 130 if Ctrl-C was pressed at any point."""
     pressed = _interrupt.pressed  # empty: the handler is ours only inside this call, which clears it
     previous = signal.signal(signal.SIGINT, _interrupt.on_sigint)

@@ -7,11 +7,18 @@ command shows (progress, output, files written), raises it again. Nothing heavy 
 is installed before numpy, typer and numba load.
 """
 
+from __future__ import annotations
+
+TYPE_CHECKING = False  # (typing.TYPE_CHECKING without importing typing, which nothing here needs at run time)
+if TYPE_CHECKING:
+    from types import FrameType
+    from typing import NoReturn
+
 pressed = []
 finished = []
 
 
-def on_sigint(signum, frame):
+def on_sigint(signum: int, frame: FrameType | None) -> None:
     """SIGINT handler: record the press and raise KeyboardInterrupt, unless the command has finished."""
     if finished:
         return
@@ -19,18 +26,18 @@ def on_sigint(signum, frame):
     raise KeyboardInterrupt
 
 
-def on_sigterm(signum, frame):
+def on_sigterm(signum: int, frame: FrameType | None) -> NoReturn:
     """SIGTERM handler: exit 143 (128 + SIGTERM) through Python's unwinding, so that files being written
     (:func:`svmcore.persistence.atomic_write`) remove their temporary files."""
     raise SystemExit(128 + signum)
 
 
-def finish():
+def finish() -> None:
     """Mark the command's work and output as done: a later Ctrl-C no longer interrupts it."""
     finished.append(True)
 
 
-def check():
+def check() -> None:
     """Raise KeyboardInterrupt if Ctrl-C was pressed since the handler was installed."""
     if pressed:
         raise KeyboardInterrupt

@@ -19,6 +19,7 @@ import os
 import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -37,6 +38,14 @@ from .imageio import (
     video_writer,
     write_image,
 )
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from typing import Any
+
+    from distributed import Client
+
+    from .detector import Detector
 
 ANNOTATED = ".faces.png"  # suffix of the annotated images detect --out writes into a folder
 MAX_STDIN_BYTES = 2**30  # "-": an image file on standard input is read whole, up to 1 GiB
@@ -140,7 +149,7 @@ def box_labels(record: dict) -> list[str]:
     return [f"{f['confidence']:.0%}" if "confidence" in f else f"{f['score']:.2f}" for f in record["faces"]]
 
 
-def face_record(box, confidence) -> dict:
+def face_record(box: Sequence[float] | np.ndarray, confidence: float | None) -> dict:
     """One face of a record: whole pixels, score and confidence (calibrated models only) to 4 decimals."""
     face = {k: int(round(v)) for k, v in zip("xywh", box[:4], strict=True)} | {"score": round(float(box[4]), 4)}
     if confidence is not None:
@@ -148,7 +157,7 @@ def face_record(box, confidence) -> dict:
     return face
 
 
-def frames(path: str | os.PathLike, every: int = 1, max_pixels: int = MAX_PIXELS):
+def frames(path: str | os.PathLike, every: int = 1, max_pixels: int = MAX_PIXELS) -> Iterator[tuple[dict, np.ndarray]]:
     """(record fields, RGB frame): an image file's one frame (no fields), or each kept frame of a video
     ("frame": index, "time": seconds, null if the file states no frame rate). ``-`` is standard input (one image
     file, at most :data:`MAX_STDIN_BYTES`); a URL (``s3://...``) is read through fsspec where it is installed."""
@@ -184,7 +193,7 @@ def _read_remote(name):
 
 
 def detect_file(
-    det,
+    det: Detector,
     path: str,
     *,
     target: Path | None = None,
@@ -283,14 +292,14 @@ def detect_file(
 
 
 def detect_files(
-    det,
+    det: Detector,
     jobs: list[tuple[str, Path | None]],
     *,
-    client=None,
+    client: Client | None = None,
     model: str | os.PathLike | None = None,
     params: dict | None = None,
     chunk: int = CHUNK,
-    **options,
+    **options: Any,
 ) -> Iterator[tuple[list[dict], list[str]]]:
     """:func:`detect_file` for each (path, target) of ``jobs``, yielding its (records, failures) as it finishes.
 
@@ -326,7 +335,7 @@ def _worker_detector(model, params_json):
     return Detector.load(model).with_params(**json.loads(params_json))
 
 
-def connect(scheduler: str | None = None, workers: int | None = None):
+def connect(scheduler: str | None = None, workers: int | None = None) -> Client | None:
     """A ``distributed.Client`` for a batch: to the scheduler at ``scheduler`` (``tcp://host:8786``; None:
     ``$DASK_SCHEDULER_ADDRESS``), or, without one, to a local cluster of ``workers`` processes of one thread
     each; None if neither is given (the batch then runs on this process).

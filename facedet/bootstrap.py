@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 import scipy.sparse as sp
@@ -20,8 +21,22 @@ from .imageio import read_grey
 from .merge import merge_detections
 from .preprocess import WINDOW
 
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Sequence
 
-def mine_negatives(detector, images, max_per_image=300, callback=None, client=None):
+    from distributed import Client
+    from numpy.typing import ArrayLike
+
+    from .scoring import Classifier
+
+
+def mine_negatives(
+    detector: Detector,
+    images: Sequence[np.ndarray | str | os.PathLike],
+    max_per_image: int = 300,
+    callback: Callable[[dict], None] | None = None,
+    client: Client | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """False positives of ``detector`` on face-free grey images.
 
     Every window above the threshold is a false positive. The scan stays on the stride grid (no ``refine``):
@@ -61,7 +76,7 @@ def _mine_image(image, detector, max_per_image):
     return win[np.argsort(-boxes[:, 4])[:max_per_image]], len(boxes), n_dets
 
 
-def keeps_training_rows(classifier):
+def keeps_training_rows(classifier: Classifier) -> bool:
     """Whether the classifier's support vectors are training rows (an SVC; not a PmSVM, nor an SVC reduced by
     :func:`svmcore.reduced.reduce_quadratic`, whose vectors are no windows: its ``support_`` is -1)."""
     support = getattr(classifier, "support_", None)
@@ -82,18 +97,18 @@ class Round:
 
 def bootstrap(
     detector: Detector,
-    negative_images,
+    negative_images: Iterable[np.ndarray | str | os.PathLike],
     rounds: int,
     *,
-    features=None,
-    labels=None,
-    sample_weight=None,
+    features: ArrayLike | None = None,
+    labels: ArrayLike | None = None,
+    sample_weight: ArrayLike | None = None,
     max_per_image: int = 300,
-    evaluate=None,
-    callback=None,
+    evaluate: Callable[[Detector], dict] | None = None,
+    callback: Callable[[dict], None] | None = None,
     classifier_params: dict | None = None,
-    client=None,
-):
+    client: Client | None = None,
+) -> tuple[Detector, np.ndarray, np.ndarray, list[Round]]:
     """Run ``rounds`` rounds of hard-negative mining from a trained detector.
 
     Each round scans the face-free images, adds every false positive (at most ``max_per_image`` per image) to the

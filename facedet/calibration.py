@@ -7,6 +7,8 @@ scores' confidence (Platt's sigmoid).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from svmcore.probability import fit_sigmoid
@@ -16,8 +18,17 @@ from .detector import as_grey
 from .merge import merge_detections
 from .scan import scan
 
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
 
-def best_windows(detector, items, sizes=(0.5, 1.1)):
+    from numpy.typing import ArrayLike
+
+    from .detector import Detector
+
+
+def best_windows(
+    detector: Detector, items: Iterable[tuple[ArrayLike, ArrayLike]], sizes: tuple[float, float] = (0.5, 1.1)
+) -> tuple[np.ndarray, np.ndarray]:
     """The best-scoring window at every annotated face: the face as the SVM sees it best.
 
     items: iterable of (image, truth boxes (m, 4) xywh). For every truth box of side w, all windows of
@@ -62,7 +73,9 @@ def best_windows(detector, items, sizes=(0.5, 1.1)):
     return np.stack(found), np.array(rel)
 
 
-def calibrate_box(detector, items, sizes=(0.5, 1.1)):
+def calibrate_box(
+    detector: Detector, items: Iterable[tuple[ArrayLike, ArrayLike]], sizes: tuple[float, float] = (0.5, 1.1)
+) -> tuple[Detector, int]:
     """Fit the window-to-face-box map (dx, dy, scale) on annotated images; returns (detector, n faces used).
 
     The map is the median over the faces of the best windows' maps (:func:`best_windows`), so it does not
@@ -76,7 +89,7 @@ def calibrate_box(detector, items, sizes=(0.5, 1.1)):
     return detector.with_params(box=box), len(rel)
 
 
-def scan_items(detector, items, threshold):
+def scan_items(detector: Detector, items: Iterable[tuple[ArrayLike, ...]], threshold: float) -> list[np.ndarray]:
     """Every window above ``threshold`` of each image of ``items`` ((image, ...) tuples), unmerged:
     list of (k, 5) arrays (:meth:`Detector.scan_windows`). The scan's ``refine`` does not depend on the
     threshold, so the windows above any higher threshold are a subset: one scan serves
@@ -86,12 +99,12 @@ def scan_items(detector, items, threshold):
 
 
 def choose_threshold(
-    detector,
-    items,
-    candidates=np.round(np.arange(-1.0, 1.01, 0.1), 2),  # noqa: B008 (read only: np.sort copies it)
-    neighbors=(1, 2, 3, 4),
-    windows=None,
-):
+    detector: Detector,
+    items: Iterable[tuple[ArrayLike, ArrayLike]],
+    candidates: ArrayLike = np.round(np.arange(-1.0, 1.01, 0.1), 2),  # noqa: B008 (read only: np.sort copies it)
+    neighbors: Iterable[int] = (1, 2, 3, 4),
+    windows: Sequence[np.ndarray] | None = None,
+) -> tuple[Detector, list[tuple[float, int, int, int]]]:
     """Pick the operating point (SVM threshold, min_neighbors) on annotated training images: the pair
     maximising F1 = 2 hits / (2 hits + false positives + misses) (IoU >= 0.5, one-to-one). A few training
     faces leave the maximum flat over a run of thresholds: the min_neighbors with the longest such run is
@@ -142,7 +155,13 @@ def choose_threshold(
     return detector.with_params(threshold=float(candidates[i]), min_neighbors=int(neighbors[j])), rows
 
 
-def calibrate_confidence(detector, items, threshold=None, iou_threshold=0.5, windows=None):
+def calibrate_confidence(
+    detector: Detector,
+    items: Iterable[tuple[ArrayLike, ...]],
+    threshold: float | None = None,
+    iou_threshold: float = 0.5,
+    windows: Sequence[np.ndarray] | None = None,
+) -> tuple[Detector, np.ndarray, np.ndarray]:
     """Fit the detector's ``platt`` (A, B): the confidence of a detection, 1 / (1 + exp(A score + B)), is the
     fraction of detections of that score that are faces on held-out annotated images (Platt 1999, with the
     targets and Newton method of Lin, Lin, Weng 2007: :func:`svmcore.probability.fit_sigmoid`).
@@ -183,7 +202,7 @@ def calibrate_confidence(detector, items, threshold=None, iou_threshold=0.5, win
     return detector.with_params(platt=(A, B)), scores, is_face
 
 
-def plateau_top(scores):
+def plateau_top(scores: np.ndarray) -> tuple[int, int]:
     """(i, j) of an (n, m) table (rows: increasing thresholds; columns: settings): the last row of the longest
     run of consecutive rows at the table's maximum within one column; ties go to the lower column, then the
     earlier run."""

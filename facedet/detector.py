@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 from importlib import resources
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 from PIL import Image
@@ -34,6 +35,14 @@ from .preprocess import WINDOW
 from .scan import MIN_SCALE_FACTOR, scan
 from .scoring import Prefilter, make_scorer
 
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from typing import Any
+
+    from numpy.typing import ArrayLike
+
+    from .scoring import Classifier
+
 FORMAT = "facedet-detector"
 MAX_UPSAMPLE = 4  # min_size is raised to what a 19x19 window upsampled 4x covers: larger levels cost memory
 #                   for nothing the window can resolve
@@ -49,7 +58,7 @@ def default_model_path() -> Path:
     return Path(str(resources.files("facedet").joinpath("models", MODEL_NAME)))
 
 
-def as_grey(image):
+def as_grey(image: ArrayLike) -> np.ndarray:
     """An image array as (H, W) uint8 grey: grey as is, (H, W, 3) RGB by BT.601 luma, (H, W, 4) RGBA composited
     over white first.
 
@@ -79,7 +88,7 @@ def as_grey(image):
     return np.ascontiguousarray(a)
 
 
-def check_params(**params):
+def check_params(**params: Any) -> tuple[tuple[float, float, float], tuple[float, float] | None]:
     """Check :class:`Detector` scanning parameters (its keyword parameters but ``features``; meanings and
     defaults there).
 
@@ -150,21 +159,21 @@ class Detector:
 
     def __init__(
         self,
-        classifier,
-        prefilter=None,
+        classifier: Classifier,
+        prefilter: Prefilter | None = None,
         *,
-        scale_factor=1.2,
-        stride=2,
-        min_size=20,
-        max_size=None,
-        threshold=0.0,
-        refine=None,
-        merge_iou=0.3,
-        min_neighbors=2,
-        box=(0.0, 0.0, 1.0),
-        platt=None,
-        features="osuna",
-    ):
+        scale_factor: float = 1.2,
+        stride: int = 2,
+        min_size: float = 20,
+        max_size: float | None = None,
+        threshold: float = 0.0,
+        refine: float | None = None,
+        merge_iou: float = 0.3,
+        min_neighbors: int = 2,
+        box: Sequence[float] = (0.0, 0.0, 1.0),
+        platt: Sequence[float] | None = None,
+        features: str = "osuna",
+    ) -> None:
         box, platt = check_params(
             scale_factor=scale_factor,
             stride=stride,
@@ -208,7 +217,7 @@ class Detector:
         self.box = box
         self.platt = platt
 
-    def params(self):
+    def params(self) -> dict[str, Any]:
         """Scanning parameters as a JSON-able dict (the keyword arguments of the constructor)."""
         return {
             "scale_factor": self.scale_factor,
@@ -223,7 +232,7 @@ class Detector:
             "platt": None if self.platt is None else list(self.platt),
         }
 
-    def with_params(self, **params):
+    def with_params(self, **params: Any) -> Detector:
         """A copy with some scanning parameters (or ``features``) changed; same classifier and prefilter.
 
         Raises TypeError / ValueError for an unknown or out-of-range parameter (e.g. scale_factor <= 1), and
@@ -231,7 +240,7 @@ class Detector:
         features = params.pop("features", self.features)
         return Detector(self.classifier, self.prefilter, features=features, **{**self.params(), **params})
 
-    def confidence(self, scores):
+    def confidence(self, scores: ArrayLike) -> np.ndarray | np.float64 | None:
         """Detection scores (any shape) -> confidences in [0, 1], float64 of the same shape: Platt's sigmoid
         1 / (1 + exp(A score + B)) fitted on held-out detections (Platt 1999; Lin, Lin, Weng 2007), the
         fraction of detections of that score that were faces there. None for a model without ``platt``."""
@@ -239,20 +248,20 @@ class Detector:
             return None
         return sigmoid_predict(scores, *self.platt)
 
-    def window_features(self, windows):
+    def window_features(self, windows: ArrayLike) -> np.ndarray:
         """The classifier's feature rows of (n, 19, 19) windows: (n, p) float64 (see ``features``)."""
         return self._features(windows)
 
-    def score_windows(self, windows):
+    def score_windows(self, windows: ArrayLike) -> np.ndarray:
         """Decision values of (n, 19, 19) windows: (n,) float64 (no prefilter)."""
         return self._scorer(self._features(windows))
 
-    def score_features(self, features, floor=-np.inf):
+    def score_features(self, features: ArrayLike, floor: float = -np.inf) -> np.ndarray:
         """Decision values of feature rows (n, p) of the detector's ``features``: (n,) float64; with ``floor``,
         exact only where above it (see :func:`facedet.scoring.make_scorer`)."""
         return self._scorer(features, floor)
 
-    def windows_to_boxes(self, windows):
+    def windows_to_boxes(self, windows: ArrayLike) -> np.ndarray:
         """Map window boxes (k, >=4) [x, y, w, h, ...] to square face boxes with the calibration ``box``; extra
         columns kept. The window's side s is its width w: pyramid levels are whole pixels, so h = 19 sy differs
         from w = 19 sx by the rounding of the level's size (under 1% on most levels, about 3% on the top level
@@ -268,7 +277,9 @@ class Detector:
         out[:, 2] = out[:, 3] = k * s
         return out
 
-    def scan_windows(self, image, return_windows=False, threads=None):
+    def scan_windows(
+        self, image: ArrayLike, return_windows: bool = False, threads: int | None = None
+    ) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
         """Every window above ``threshold`` (not merged, not calibrated): (k, 5) [x, y, w, h, score] in original
         pixels (w and h differ by the level's rounding to whole pixels), and with ``return_windows`` the (k, 19,
         19) uint8 windows. threads: pyramid levels scanned at once (None: $NUMBA_NUM_THREADS or every core, at
@@ -289,7 +300,7 @@ class Detector:
             threads=threads,
         )
 
-    def detect(self, image, threads=None):
+    def detect(self, image: ArrayLike, threads: int | None = None) -> np.ndarray:
         """Faces in ``image`` ((H, W) grey, (H, W, 3) RGB or (H, W, 4) RGBA uint8; OpenCV's ``cv2.imread`` gives
         BGR: convert it with ``cv2.cvtColor(img, cv2.COLOR_BGR2RGB)``, as the grey levels differ): (k, 5) float64
         [x, y, w, h, score], best first.
@@ -304,7 +315,7 @@ class Detector:
         return out[np.argsort(-out[:, 4], kind="stable")]
 
     # --- persistence ----------------------------------------------------------------------------
-    def save(self, path):
+    def save(self, path: str | os.PathLike) -> Path:
         """Write the detector to ``path`` (.npz + JSON header, atomic). Needs an svmcore classifier.
 
         The header records the classifier's class, parameters and meta data, and the ``features`` name
@@ -327,7 +338,7 @@ class Detector:
         return persistence.write_archive(path, header, payload)
 
     @classmethod
-    def load(cls, path):
+    def load(cls, path: str | os.PathLike) -> Detector:
         """Read a detector written by :meth:`save`. FileNotFoundError if missing; ValueError if corrupt or foreign.
 
         The header must describe the arrays: a ValueError names the file and the mismatch where a hand-edited

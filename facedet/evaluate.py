@@ -22,6 +22,7 @@ import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 from numba import njit
@@ -29,11 +30,16 @@ from numba import njit
 from .imageio import atomic_write, open_csv
 from .merge import box_iou
 
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from numpy.typing import ArrayLike
+
 _TRUE = {"1", "true", "yes"}
 _FALSE = {"0", "false", "no", ""}
 
 
-def iou(a, b) -> np.ndarray:
+def iou(a: ArrayLike, b: ArrayLike) -> np.ndarray:
     """Intersection over union of every box in ``a`` with every box in ``b``.
 
     ``a``: (n, 4), ``b``: (m, 4) boxes ``(x, y, w, h)`` (extra columns such as a score are ignored).
@@ -44,7 +50,7 @@ def iou(a, b) -> np.ndarray:
     return box_iou(_check_boxes(a, "a"), _check_boxes(b, "b"))
 
 
-def read_annotations(csv_path, split=None) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+def read_annotations(csv_path: str | os.PathLike, split: str | None = None) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """Read ground-truth face boxes from a CSV file.
 
     Columns (header row required, any order and case, extra columns ignored): ``image, x, y, w, h`` and optionally
@@ -120,7 +126,7 @@ def read_annotations(csv_path, split=None) -> dict[str, tuple[np.ndarray, np.nda
     return out
 
 
-def read_image_sizes(csv_path, split=None) -> dict[str, tuple[int, int]]:
+def read_image_sizes(csv_path: str | os.PathLike, split: str | None = None) -> dict[str, tuple[int, int]]:
     """The size each image had when it was annotated, from the optional ``img_width, img_height`` columns of an
     annotation CSV (as in ``shared/data/scenes_annotated_dlib_voc/boxes.csv``).
 
@@ -163,7 +169,7 @@ def read_image_sizes(csv_path, split=None) -> dict[str, tuple[int, int]]:
     return sizes
 
 
-def listed_images(csv_path) -> set[str]:
+def listed_images(csv_path: str | os.PathLike) -> set[str]:
     """The names of every image an annotation CSV lists, under any split, normalised as by
     :func:`read_annotations` (which validates the rest of the file). An image listed only under another split
     than the one evaluated is still listed: it is not a face-free image. Raises as ``open`` for a missing file,
@@ -176,7 +182,9 @@ def listed_images(csv_path) -> set[str]:
         return {os.path.normpath(name) for row in reader if (name := (row["image"] or "").strip())}
 
 
-def match_detections(dets, truth, ignore=None, iou_threshold=0.5) -> dict[str, np.ndarray]:
+def match_detections(
+    dets: ArrayLike, truth: ArrayLike, ignore: ArrayLike | None = None, iou_threshold: float = 0.5
+) -> dict[str, np.ndarray]:
     """Match the detections of one image to its ground truth (PASCAL VOC / COCO style greedy matching).
 
     ``dets``: (k, 5) ``x, y, w, h, score``; ``truth``: (m, 4) boxes; ``ignore``: (m,) bool or None.
@@ -256,7 +264,11 @@ class EvalResult:
     fp_counts: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64), repr=False)
 
 
-def evaluate_detections(detections, annotations, iou_threshold=0.5) -> EvalResult:
+def evaluate_detections(
+    detections: Mapping[str, ArrayLike],
+    annotations: Mapping[str, tuple[ArrayLike, ArrayLike | None]],
+    iou_threshold: float = 0.5,
+) -> EvalResult:
     """Detection rate, false positives, precision-recall curve and average precision over images.
 
     ``detections``: ``{image: (k, 5) x, y, w, h, score}``; ``annotations``: ``{image: (boxes (m, 4),
@@ -325,7 +337,7 @@ def _pr_curve(scores, hits, n_truth):
     return tp / (tp + fp), recall, s[last], tp, fp
 
 
-def average_precision(precision, recall) -> float:
+def average_precision(precision: ArrayLike, recall: ArrayLike) -> float:
     """Area under the interpolated precision-recall curve (PASCAL VOC 2010+; Everingham et al. 2015, eq. 2).
 
     ``precision``, ``recall``: (p,) arrays with recall non-decreasing (as in :class:`EvalResult`).
@@ -362,7 +374,7 @@ def detection_roc(result: EvalResult) -> tuple[np.ndarray, np.ndarray, np.ndarra
     return fp, rate_, np.r_[np.inf, np.asarray(result.thresholds, dtype=np.float64)]
 
 
-def detection_rate_at_fp(result: EvalResult, fp_points) -> np.ndarray:
+def detection_rate_at_fp(result: EvalResult, fp_points: ArrayLike) -> np.ndarray:
     """The highest detection rate reached with at most each given number of false positives over the set.
 
     ``result``: from :func:`evaluate_detections`; ``fp_points``: a count or an array of counts of false
@@ -393,17 +405,19 @@ def _counts(result):
     return np.r_[0, tp], np.r_[0, fp]
 
 
-def rate(value):
+def rate(value: float) -> str:
     """A detection rate or precision for people: 3 decimals, or "-" when undefined (NaN: no faces to find)."""
     return "-" if np.isnan(value) else f"{value:.3f}"
 
 
-def plural(n, noun):
+def plural(n: int, noun: str) -> str:
     """ "1 image", "2 images"."""
     return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
-def plot_precision_recall(result: EvalResult, png_path, title=None, label=None):
+def plot_precision_recall(
+    result: EvalResult, png_path: str | os.PathLike, title: str | None = None, label: str | None = None
+) -> Path:
     """Write the precision-recall curve of ``result`` (and its interpolation) to an image file, atomically.
 
     The format follows the suffix (:func:`plot_format`): .png or none, .pdf, .svg, .jpg, .tif, ... Uses
@@ -437,7 +451,13 @@ def plot_precision_recall(result: EvalResult, png_path, title=None, label=None):
     return _save_plot(fig, ax, result, title, png_path, fmt)
 
 
-def plot_roc(result: EvalResult, path, fp_points=(), title=None, label=None):
+def plot_roc(
+    result: EvalResult,
+    path: str | os.PathLike,
+    fp_points: ArrayLike = (),
+    title: str | None = None,
+    label: str | None = None,
+) -> Path:
     """Write the ROC of ``result`` (:func:`detection_roc`: detection rate against the number of false positives
     over the set) to an image file, atomically, with the detection rate at each count of ``fp_points`` marked.
 
@@ -470,7 +490,9 @@ def plot_roc(result: EvalResult, path, fp_points=(), title=None, label=None):
     return _save_plot(fig, ax, result, title, path, fmt)
 
 
-def plot_reliability(confidence, is_face, path, bins: int = 10, title: str | None = None) -> Path:
+def plot_reliability(
+    confidence: ArrayLike, is_face: ArrayLike, path: str | os.PathLike, bins: int = 10, title: str | None = None
+) -> Path:
     """Write the reliability diagram of detections' ``confidence`` (n,) floats in [0, 1] against ``is_face`` (n,)
     bools (:func:`reliability_table`): the fraction of faces in each confidence bin against the bin's mean
     confidence, the diagonal (perfect calibration), and the detections per bin; atomically, to an image file
@@ -529,7 +551,7 @@ def _save_plot(fig, ax, result, title, path, fmt):
     return path
 
 
-def plot_format(path):
+def plot_format(path: str | os.PathLike) -> str:
     """The image format a plot written to ``path`` takes from its suffix: "png" without one, else the suffix if
     matplotlib writes it (png, pdf, svg, jpg, tif, webp, eps, ...). Raises ValueError naming the formats, and
     ModuleNotFoundError saying how to install matplotlib (the ``plot`` extra) where it is missing."""
@@ -549,7 +571,7 @@ def plot_format(path):
     return fmt
 
 
-def roc_curve(scores, labels) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def roc_curve(scores: ArrayLike, labels: ArrayLike) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """ROC curve of scores against binary labels (positives: label 1 / True; negatives 0, -1 or False).
 
     ``scores``, ``labels``: (n,) arrays. Returns ``(fpr, tpr, thresholds)``, each (p + 1,) with one point
@@ -568,14 +590,14 @@ def roc_curve(scores, labels) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return np.r_[0.0, fp / n_neg], np.r_[0.0, tp / n_pos], np.r_[np.inf, s[last]]
 
 
-def roc_auc(scores, labels) -> float:
+def roc_auc(scores: ArrayLike, labels: ArrayLike) -> float:
     """Area under the ROC curve (trapezoids; equals the Mann-Whitney probability that a random positive
     scores above a random negative, ties counting one half). Arguments and errors as :func:`roc_curve`."""
     fpr, tpr, _ = roc_curve(scores, labels)
     return float(np.sum(np.diff(fpr) * (tpr[1:] + tpr[:-1]) / 2))
 
 
-def detection_rate_at_fpr(scores, labels, fpr=0.01) -> float:
+def detection_rate_at_fpr(scores: ArrayLike, labels: ArrayLike, fpr: float = 0.01) -> float:
     """Highest true-positive rate over thresholds whose false-positive rate is <= ``fpr`` (no interpolation
     between ROC points: a threshold that is actually reachable). Arguments and errors as :func:`roc_curve`;
     ValueError if ``fpr`` is outside [0, 1]."""
@@ -651,7 +673,9 @@ def _check_scores_labels(scores, labels):
     return scores, positive
 
 
-def reliability_table(confidence, is_face, bins=10):
+def reliability_table(
+    confidence: ArrayLike, is_face: ArrayLike, bins: int = 10
+) -> tuple[list[tuple[float, float, int, float, float]], float]:
     """Confidence bins against the measured fraction of faces: rows (low, high, detections, mean confidence,
     fraction of faces) for the non-empty bins of [0, 1] split into ``bins`` equal parts, and the expected
     calibration error (the detection-weighted mean of |mean confidence - fraction of faces|; Naeini, Cooper,

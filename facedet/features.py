@@ -15,12 +15,19 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numba as nb
 import numpy as np
 
 from svmcore.validation import check_choice
 
 from .preprocess import WINDOW, check_windows, preprocess
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from numpy.typing import ArrayLike
 
 # Windows whose plane residual has an RMS below this (grey levels) are flat: no face, and no direction.
 MIN_CONTRAST = 2.0
@@ -31,12 +38,14 @@ RAMP_Y = RAMP_X.T.copy()
 SUM_R2 = float((RAMP_X**2).sum())  # = sum of y^2 too
 
 
-def window_features(windows, *, mask=True, plane=True, equalize_hist=True):
+def window_features(
+    windows: ArrayLike, *, mask: bool = True, plane: bool = True, equalize_hist: bool = True
+) -> np.ndarray:
     """SVM features of (n, 19, 19) windows: (n, 283) float64 in [-1, 1]; see :func:`facedet.preprocess.preprocess`."""
     return preprocess(windows, mask=mask, plane=plane, equalize_hist=equalize_hist)
 
 
-def plane_residual(windows):
+def plane_residual(windows: ArrayLike) -> np.ndarray:
     """(n, 361) float64: each window (grey levels) minus its least-squares plane over the full window."""
     w = check_windows(windows)
     n = len(w)
@@ -47,7 +56,7 @@ def plane_residual(windows):
     return r.reshape(n, WINDOW * WINDOW)
 
 
-def normalized_pixels(windows):
+def normalized_pixels(windows: ArrayLike) -> np.ndarray:
     """First-stage features: (n, 361) float64 unit-norm plane residuals (zero rows for flat windows).
 
     Windows whose residual RMS is below MIN_CONTRAST grey levels are flat: no face, no direction.
@@ -153,7 +162,7 @@ def _cell_weights():
 _CELL_INDEX, _CELL_WEIGHT = _cell_weights()
 
 
-def hog_features(windows):
+def hog_features(windows: ArrayLike) -> np.ndarray:
     """HOG of (n, 19, 19) windows (grey levels): (n, 324) float64, nonnegative, each block's part of norm <= 1.
 
     Dalal and Triggs (CVPR 2005): centred gradients [-1, 0, 1] (replicated border), unsigned orientation in
@@ -187,7 +196,7 @@ def _gradient_angles():
 FEATURES = {"osuna": window_features, "hog": hog_features}
 
 
-def get_features(name):
+def get_features(name: str) -> Callable[[ArrayLike], np.ndarray]:
     """The feature function windows (n, 19, 19) -> rows (n, p) called ``name`` (a key of :data:`FEATURES`):
     "osuna" (:func:`window_features`, 283 values in [-1, 1]) or "hog" (:func:`hog_features`, 324 values >= 0).
     Raises ValueError for another name."""

@@ -48,12 +48,19 @@ import re
 import threading
 import warnings
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 from PIL import Image, ImageOps, UnidentifiedImageError
 
 from svmcore.validation import check_scalar
 from svmcore.persistence import atomic_write, move_into_place, regular_file_size
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+    from typing import BinaryIO
+
+    from numpy.typing import ArrayLike
 
 # 50 megapixels: above every common camera's default output (a 48-MP phone sensor saves 12-MP files by
 # default), not above a 61-MP full-frame or 102-MP medium-format camera or a phone's 108/200-MP mode, whose
@@ -82,7 +89,16 @@ class ImageTooLarge(ImageError):
     :meth:`message` names another.
     """
 
-    def __init__(self, path, pixels, limit, *, size=None, pillow=False, over=None):
+    def __init__(
+        self,
+        path: str,
+        pixels: int | None,
+        limit: int,
+        *,
+        size: tuple[int, int] | None = None,
+        pillow: bool = False,
+        over: int | None = None,
+    ) -> None:
         self.path, self.pixels, self.limit, self.size, self.pillow = path, pixels, limit, size, pillow
         self.over = limit if over is None else over
         super().__init__(self.message("max_pixels="))
@@ -90,7 +106,7 @@ class ImageTooLarge(ImageError):
     def __reduce__(self):  # (pickle, e.g. across processes: the arguments are not the message)
         return _rebuild_too_large, (self.path, self.pixels, self.limit, self.size, self.pillow, self.over)
 
-    def message(self, raised_by):
+    def message(self, raised_by: str) -> str:
         """The one-line refusal, naming ``raised_by`` (str: ``"max_pixels="``, ``"--max-pixels"``, ...) as
         what raises the limit (where the limit was Pillow's: a value of it above :data:`MAX_PIXELS`)."""
         if self.size is not None:
@@ -109,7 +125,7 @@ def _rebuild_too_large(path, pixels, limit, size, pillow, over):
     return ImageTooLarge(path, pixels, limit, size=size, pillow=pillow, over=over)
 
 
-def read_grey(path, *, max_pixels=MAX_PIXELS) -> np.ndarray:
+def read_grey(path: str | os.PathLike | BinaryIO, *, max_pixels: int = MAX_PIXELS) -> np.ndarray:
     """Read an image file (a path, or a seekable binary file object, named "-" in errors) as 8-bit grey.
 
     Returns a C-contiguous ``(H, W)`` uint8 array, EXIF orientation applied, colour converted with BT.601
@@ -121,10 +137,15 @@ def read_grey(path, *, max_pixels=MAX_PIXELS) -> np.ndarray:
     integer, ValueError if ``max_pixels`` < 1.
     """
     with _open(path, max_pixels) as im:
-        return pil_to_grey(im, path)
+        return pil_to_grey(im, _display_name(path))
 
 
-def pil_to_grey(im, name="image") -> np.ndarray:
+def _display_name(path):
+    """How messages name ``path``: "-" for a file object (standard input), else the path."""
+    return "-" if hasattr(path, "read") else path
+
+
+def pil_to_grey(im: Image.Image, name: str | os.PathLike = "image") -> np.ndarray:
     """A PIL image as a C-contiguous ``(H, W)`` uint8 grey array, converted as :func:`read_grey` converts a file
     (no EXIF rotation: the image is taken as given). Raises :class:`ImageError` (naming ``name``) for a pixel
     mode it cannot convert."""
@@ -135,7 +156,7 @@ def pil_to_grey(im, name="image") -> np.ndarray:
     return np.ascontiguousarray(np.asarray(_to_rgb_image(im, name).convert("L"), dtype=np.uint8))
 
 
-def read_rgb(path, *, max_pixels=MAX_PIXELS) -> np.ndarray:
+def read_rgb(path: str | os.PathLike | BinaryIO, *, max_pixels: int = MAX_PIXELS) -> np.ndarray:
     """Read an image file as 8-bit RGB.
 
     Returns a C-contiguous ``(H, W, 3)`` uint8 array; grey images are replicated into the three channels.
@@ -145,13 +166,13 @@ def read_rgb(path, *, max_pixels=MAX_PIXELS) -> np.ndarray:
         if im.mode in ("1", "L"):
             grey = np.asarray(im.convert("L"), dtype=np.uint8)
         elif im.mode.startswith("I"):
-            grey = _sixteen_to_eight(im, path)
+            grey = _sixteen_to_eight(im, _display_name(path))
         else:
-            return np.ascontiguousarray(np.asarray(_to_rgb_image(im, path), dtype=np.uint8))
+            return np.ascontiguousarray(np.asarray(_to_rgb_image(im, _display_name(path)), dtype=np.uint8))
         return np.ascontiguousarray(np.repeat(grey[:, :, None], 3, axis=2))
 
 
-def write_image(path, rgb, *, overwrite: bool = True) -> Path:
+def write_image(path: str | os.PathLike, rgb: ArrayLike, *, overwrite: bool = True) -> Path:
     """Atomically write ``rgb``, an ``(H, W, 3)`` or grey ``(H, W)`` uint8 array, to ``path``.
 
     The format follows the suffix (``.png``, ``.jpg``/``.jpeg`` at quality 95, ``.bmp``, ``.tif``, ...,
@@ -181,13 +202,15 @@ VIDEO_SUFFIXES = {".mp4", ".m4v", ".mov", ".avi", ".mkv", ".webm", ".mpg", ".mpe
 _VIDEO_CODECS = {".mp4": "mp4v", ".m4v": "mp4v", ".mov": "mp4v", ".avi": "MJPG", ".mkv": "mp4v"}
 
 
-def is_video(path) -> bool:
+def is_video(path: str | os.PathLike) -> bool:
     """Whether ``path`` names a video file by its suffix (:data:`VIDEO_SUFFIXES`), the way facedet tells the
     videos among its inputs."""
     return Path(path).suffix.lower() in VIDEO_SUFFIXES
 
 
-def read_video(path, *, every: int = 1, max_pixels: int = MAX_PIXELS):
+def read_video(
+    path: str | os.PathLike, *, every: int = 1, max_pixels: int = MAX_PIXELS
+) -> Iterator[tuple[int, float, np.ndarray]]:
     """Frames of a video file (any container and codec OpenCV's FFmpeg reads), decoded one at a time.
 
     Yields ``(index, seconds, rgb)``: the frame's index from 0, its time in seconds (index / frame rate; NaN
@@ -223,7 +246,7 @@ def read_video(path, *, every: int = 1, max_pixels: int = MAX_PIXELS):
         cap.release()
 
 
-def video_fps(path) -> float:
+def video_fps(path: str | os.PathLike) -> float:
     """The frame rate a video file states (frames per second; 0.0 if none or unreadable)."""
     import cv2
 
@@ -235,7 +258,9 @@ def video_fps(path) -> float:
 
 
 @contextlib.contextmanager
-def video_writer(path, fps: float, size: tuple[int, int], *, overwrite: bool = True):
+def video_writer(
+    path: str | os.PathLike, fps: float, size: tuple[int, int], *, overwrite: bool = True
+) -> Iterator[Callable[[np.ndarray], None]]:
     """Context manager yielding ``write(rgb)``, which appends an ``(H, W, 3)`` uint8 RGB frame of ``size`` (W, H)
     to a video file that replaces ``path`` only when the block ends without an error (written under a temporary
     name in the same folder, then renamed). The codec follows the suffix (.mp4, .mov, .mkv: MPEG-4; .avi:
@@ -315,7 +340,7 @@ MAX_CSV_BYTES = 1 << 30
 
 
 @contextlib.contextmanager
-def open_csv(path, what: str = "CSV file"):
+def open_csv(path: str | os.PathLike, what: str = "CSV file") -> Iterator[csv.DictReader]:
     """A ``csv.DictReader`` over ``path`` (UTF-8, a byte-order mark skipped), read under the reading policy.
 
     ``path`` must be a regular file of at most :data:`MAX_CSV_BYTES`; a field may be as long as the file (Python's
@@ -430,7 +455,7 @@ def _sixteen_to_eight(im, path) -> np.ndarray:
     return np.ascontiguousarray(((v * 255 + 32767) // 65535).astype(np.uint8))
 
 
-def composite_over_white(im):
+def composite_over_white(im: Image.Image) -> Image.Image:
     """A PIL image with transparency -> RGB, alpha composited over a white background (what a viewer shows)."""
     rgba = im.convert("RGBA")
     white = Image.new("RGBA", rgba.size, (255, 255, 255, 255))

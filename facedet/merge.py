@@ -8,13 +8,18 @@ and like Rowley et al. 1998's overlap elimination, groups with fewer than ``min_
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 from numba import njit
 
 from svmcore.validation import check_scalar
 
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike
 
-def box_iou(a, b):
+
+def box_iou(a: ArrayLike, b: ArrayLike) -> np.ndarray:
     """IoU of boxes a (n, 4) with boxes b (m, 4), xywh (extra columns ignored): (n, m) float64 in [0, 1], 0
     where the union is empty; a (4,) gives (m,). No input checks (see :func:`facedet.evaluate.iou`).
 
@@ -33,7 +38,7 @@ def box_iou(a, b):
     return out[0] if np.ndim(a) == 1 else out
 
 
-def merge_detections(dets, iou=0.3, min_neighbors=1):
+def merge_detections(dets: ArrayLike, iou: float = 0.3, min_neighbors: int = 1) -> np.ndarray:
     """Group overlapping detections (k, 5) [x, y, w, h, score] -> (g, 6) [x, y, w, h, score, n_windows].
 
     Groups are formed greedily from the highest score; the loop runs once per output group, not per window.

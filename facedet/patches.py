@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import cv2
 import numpy as np
@@ -23,6 +24,11 @@ from svmcore.persistence import NpzReader
 
 from .imageio import MAX_PIXELS, ImageError, open_csv, read_grey
 from .preprocess import WINDOW
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
+    from numpy.typing import ArrayLike
 
 # formats Pillow reads itself (no plugin or external program)
 IMAGE_SUFFIXES = {
@@ -47,7 +53,7 @@ IMAGE_SUFFIXES = {
 _NONFACE_NAMES = ("non-face", "nonface", "non-faces", "nonfaces", "non_face")
 
 
-def to_window(grey):
+def to_window(grey: ArrayLike) -> np.ndarray:
     """Resize a grey (h, w) uint8 image to a 19x19 uint8 window (INTER_AREA when shrinking). Raises ValueError
     for another shape or an empty image, TypeError for another dtype."""
     grey = _check_grey(grey, "to_window")
@@ -66,7 +72,7 @@ def _check_grey(grey, name, empty_ok=False):
     return grey
 
 
-def image_files(folder, recursive=False):
+def image_files(folder: str | os.PathLike, recursive: bool = False) -> list[Path]:
     """Image files (by suffix, any case) in ``folder``, or also in its subfolders if ``recursive`` (symlinked
     ones followed, each real folder once; hidden names skipped), sorted by path; ValueError if it is not a
     folder. A broken symlink with an image suffix is listed, so that reading it reports it."""
@@ -94,7 +100,9 @@ def image_files(folder, recursive=False):
     )
 
 
-def load_folder(folder, errors=None, *, max_pixels=MAX_PIXELS):
+def load_folder(
+    folder: str | os.PathLike, errors: list[tuple[Path, ImageError]] | None = None, *, max_pixels: int = MAX_PIXELS
+) -> np.ndarray:
     """All images in ``folder`` as (n, 19, 19) uint8 windows; ``max_pixels``: as for
     :func:`facedet.imageio.read_grey`, the largest image read.
 
@@ -115,7 +123,7 @@ def load_folder(folder, errors=None, *, max_pixels=MAX_PIXELS):
     return np.stack(out)
 
 
-def find_class_folders(root, split="train"):
+def find_class_folders(root: str | os.PathLike, split: str = "train") -> tuple[Path, Path]:
     """(face_dir, nonface_dir) under ``root``, ``root/split`` or ``root/cbcl_face_db1/split``; ValueError if none."""
     root = Path(root)
     for base in (root, root / split, root / "cbcl_face_db1" / split):
@@ -126,7 +134,7 @@ def find_class_folders(root, split="train"):
     raise ValueError(f"{root}: no face/ and non-face/ folders (also looked in {split}/)")
 
 
-def load_npz(path, split="train"):
+def load_npz(path: str | os.PathLike, split: str = "train") -> tuple[np.ndarray, np.ndarray]:
     """Windows and labels from an .npz: (X (n, 19, 19) uint8, y (n,) int64 with 1 = face).
 
     Reads ``X_<split>``/``y_<split>`` (the CBCL npz) or ``X``/``y``; images of another size are resized;
@@ -163,7 +171,15 @@ def load_npz(path, split="train"):
     return np.ascontiguousarray(X), y.astype(np.int64)
 
 
-def load_patches(faces=None, nonfaces=None, *, data=None, split="train", errors=None, max_pixels=MAX_PIXELS):
+def load_patches(
+    faces: str | os.PathLike | None = None,
+    nonfaces: str | os.PathLike | None = None,
+    *,
+    data: str | os.PathLike | None = None,
+    split: str = "train",
+    errors: list[tuple[Path, ImageError]] | None = None,
+    max_pixels: int = MAX_PIXELS,
+) -> tuple[np.ndarray, np.ndarray]:
     """Training windows and labels from two folders, a folder holding both, or an .npz (``data``).
 
     Returns (X (n, 19, 19) uint8, y (n,) int64, 1 = face), faces first. ``errors`` and ``max_pixels`` (the
@@ -186,7 +202,7 @@ def load_patches(faces=None, nonfaces=None, *, data=None, split="train", errors=
     return np.concatenate([F, N]), np.r_[np.ones(len(F), np.int64), np.zeros(len(N), np.int64)]
 
 
-def check_both_classes(y, source="training set"):
+def check_both_classes(y: ArrayLike, source: str | os.PathLike = "training set") -> None:
     """ValueError unless labels y (n,) in {0, 1} hold both faces (1) and non-faces (0); ``source`` names them."""
     n_faces = int(np.sum(y))
     if n_faces == 0 or n_faces == len(y):
@@ -202,7 +218,7 @@ def _check_windows(windows):
     return windows
 
 
-def shift(windows, dy, dx):
+def shift(windows: ArrayLike, dy: int, dx: int) -> np.ndarray:
     """Windows (n, 19, 19) uint8 shifted by (dy, dx) pixels (integers), edges replicated. ValueError / TypeError
     for other shapes or dtypes, or non-integer shifts."""
     windows = _check_windows(windows)
@@ -212,7 +228,7 @@ def shift(windows, dy, dx):
     return padded[:, p - dy : p - dy + WINDOW, p - dx : p - dx + WINDOW]
 
 
-def warp(windows, angle=0.0, scale=1.0):
+def warp(windows: ArrayLike, angle: float = 0.0, scale: float = 1.0) -> np.ndarray:
     """Windows (n, 19, 19) uint8 rotated by ``angle`` degrees and zoomed by ``scale`` (> 0) about the centre,
     edges replicated. ValueError / TypeError for other shapes or dtypes, a non-finite angle or scale <= 0."""
     windows = _check_windows(windows)
@@ -230,7 +246,13 @@ def warp(windows, angle=0.0, scale=1.0):
     )
 
 
-def augment(windows, mirror=True, shifts=1, angles=(), scales=()):
+def augment(
+    windows: ArrayLike,
+    mirror: bool = True,
+    shifts: int = 1,
+    angles: float | Sequence[float] = (),
+    scales: float | Sequence[float] = (),
+) -> np.ndarray:
     """Windows plus mirror images, shifts by up to ``shifts`` pixels (4-neighbourhood steps), rotations by
     each of ``angles`` (degrees) and zooms by each of ``scales``.
 
@@ -251,7 +273,7 @@ def augment(windows, mirror=True, shifts=1, angles=(), scales=()):
     return np.ascontiguousarray(np.concatenate(out))
 
 
-def sample_windows(grey, n, rng, min_window=WINDOW):
+def sample_windows(grey: ArrayLike, n: int, rng: np.random.Generator, min_window: float = WINDOW) -> np.ndarray:
     """``n`` random square windows of a face-free grey image, each resized to 19x19: (n, 19, 19) uint8.
 
     Sizes are drawn log-uniformly between ``min_window`` and the image's shorter side. Raises ValueError for
@@ -282,7 +304,7 @@ LANDMARK_COLUMNS = ("left_eye_x", "left_eye_y", "right_eye_x", "right_eye_y", "m
 BOX_FROM_LANDMARKS = (0.433, 1.281, 1.003)
 
 
-def read_landmarks(csv_path, split=None) -> dict[str, np.ndarray]:
+def read_landmarks(csv_path: str | os.PathLike, split: str | None = None) -> dict[str, np.ndarray]:
     """Face landmarks from a CSV file, one row per face: ``{image: (m, 3, 2) float64}``, the points
     (left eye, right eye, mouth centre) as (x, y) pixels, in file order.
 
@@ -318,7 +340,7 @@ def read_landmarks(csv_path, split=None) -> dict[str, np.ndarray]:
     return {name: np.array(v).reshape(-1, 3, 2) for name, v in out.items()}
 
 
-def landmark_boxes(points) -> np.ndarray:
+def landmark_boxes(points: ArrayLike) -> np.ndarray:
     """Face boxes in dlib's frontal-face convention (eyebrows to chin, cheek to cheek) from landmarks
     (m, 3, 2) [left eye, right eye, mouth] (x, y) pixels: (m, 4) float64 square boxes x, y, w, h
     (:data:`BOX_FROM_LANDMARKS`)."""
@@ -331,7 +353,15 @@ def landmark_boxes(points) -> np.ndarray:
     return np.c_[centre - side[:, None] / 2, side, side]
 
 
-def landmark_windows(grey, points, box, *, tilt=None, zoom=None, offset=None):
+def landmark_windows(
+    grey: ArrayLike,
+    points: ArrayLike,
+    box: Sequence[float],
+    *,
+    tilt: ArrayLike | None = None,
+    zoom: ArrayLike | None = None,
+    offset: ArrayLike | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
     """19x19 windows of the faces of a grey image, framed by their landmarks as a detector frames them.
 
     A detector with the window-to-box map ``box`` = (dx, dy, k) (:attr:`facedet.Detector.box`) reports the
@@ -434,22 +464,22 @@ def landmark_windows(grey, points, box, *, tilt=None, zoom=None, offset=None):
 
 
 def load_landmark_faces(
-    landmarks_csv,
-    image_dir,
-    box,
+    landmarks_csv: str | os.PathLike,
+    image_dir: str | os.PathLike,
+    box: Sequence[float],
     *,
-    split=None,
-    min_side=20.0,
-    rotations=2,
-    max_tilt=20.0,
-    max_shift=0.05,
-    max_zoom=1.1,
-    mirror=True,
-    seed=0,
-    errors=None,
-    max_pixels=MAX_PIXELS,
-    callback=None,
-):
+    split: str | None = None,
+    min_side: float = 20.0,
+    rotations: int = 2,
+    max_tilt: float = 20.0,
+    max_shift: float = 0.05,
+    max_zoom: float = 1.1,
+    mirror: bool = True,
+    seed: int = 0,
+    errors: list[tuple[Path, ImageError]] | None = None,
+    max_pixels: int = MAX_PIXELS,
+    callback: Callable[[int, int], None] | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Face windows cut from landmark-annotated photos, with the variation of real photos.
 
     Every face of ``landmarks_csv`` (:func:`read_landmarks`) whose box (:func:`landmark_boxes`) is at least

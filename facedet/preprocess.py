@@ -14,9 +14,14 @@ batched functions over ``(n, 19, 19)`` arrays:
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numba as nb
 import numpy as np
 from svmcore.parallel import thread_map
+
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike, DTypeLike
 
 WINDOW = 19
 
@@ -41,7 +46,7 @@ N_MASKED = int(MASK.sum())
 assert N_MASKED == 283
 
 
-def plane_design(mask):
+def plane_design(mask: np.ndarray) -> np.ndarray:
     """Design matrix (p, 3) of the brightness plane ``[x, y, 1]`` over the pixels where ``mask`` is True.
 
     Coordinates are centred on the window so the columns are nearly orthogonal.
@@ -62,7 +67,7 @@ _IDX_MASKED = np.flatnonzero(MASK)
 MAX_LEVEL = 65535  # 16-bit grey; equalization counts integer levels, so their range must stay bounded
 
 
-def check_windows(windows, name="windows", dtype=np.float64):
+def check_windows(windows: ArrayLike, name: str = "windows", dtype: DTypeLike | None = np.float64) -> np.ndarray:
     """Return ``windows`` as an (n, 19, 19) array (float64, or kept as is with ``dtype=None``); TypeError
     for a non-real dtype, ValueError for a wrong shape, NaN or infinity."""
     w = np.asarray(windows)
@@ -83,7 +88,7 @@ def check_windows(windows, name="windows", dtype=np.float64):
     return w
 
 
-def check_levels(w, name="windows"):
+def check_levels(w: np.ndarray, name: str = "windows") -> None:
     """ValueError unless ``w`` holds grey levels for equalization: |values| <= 65535 (16-bit), and floats
     not all within [0, 1] (such pixels would round to one level)."""
     if w.dtype.kind in "biu" and w.dtype.itemsize <= 2 or not w.size:
@@ -100,14 +105,14 @@ def check_levels(w, name="windows"):
         )
 
 
-def apply_mask(windows, mask=True):
+def apply_mask(windows: ArrayLike, mask: bool = True) -> np.ndarray:
     """Pixels of each window as rows: (n, 283) if ``mask`` else (n, 361), float64 (same values)."""
     w = check_windows(windows, dtype=None)  # gather first, convert the 283 kept pixels only
     x = w[:, MASK] if mask else w.reshape(len(w), WINDOW * WINDOW)
     return x.astype(np.float64)
 
 
-def subtract_plane(pixels, mask=True):
+def subtract_plane(pixels: ArrayLike, mask: bool = True) -> np.ndarray:
     """Subtract each row's least-squares brightness plane; ``pixels`` (n, 283) (or (n, 361) if not ``mask``).
 
     One matrix product for the whole batch: residual = X - (X P') D', with P the pseudo-inverse of the
@@ -224,7 +229,7 @@ def _plane_equalize_threaded(w, out):
         )
 
 
-def equalize(pixels):
+def equalize(pixels: ArrayLike) -> np.ndarray:
     """Histogram equalization of each row (n, p) -> (n, p) float64 in [-1, 1] (rank/(p-1)*2-1, mid-ranks for ties).
 
     Integer rows within a 16-bit range (grey levels) use a counting sort; other values a comparison sort.
@@ -248,7 +253,7 @@ def equalize(pixels):
     return out
 
 
-def preprocess(windows, *, mask=True, plane=True, equalize_hist=True):
+def preprocess(windows: ArrayLike, *, mask: bool = True, plane: bool = True, equalize_hist: bool = True) -> np.ndarray:
     """Preprocess a batch of 19x19 windows into feature rows.
 
     windows: (n, 19, 19) (or one (19, 19)) array of grey levels, any real dtype (uint8 0..255 typical;
@@ -282,6 +287,6 @@ def preprocess(windows, *, mask=True, plane=True, equalize_hist=True):
     return x / 255.0
 
 
-def n_features(mask=True):
+def n_features(mask: bool = True) -> int:
     """Length of a preprocessed window: 283 with the mask, 361 without."""
     return N_MASKED if mask else WINDOW * WINDOW

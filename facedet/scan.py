@@ -15,6 +15,7 @@ Levels are scanned on several threads at once, each level's kernels on one threa
 from __future__ import annotations
 
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 import cv2
 import numba as nb
@@ -26,6 +27,13 @@ from svmcore.validation import check_scalar
 from .features import MIN_CONTRAST, SUM_R2
 from .preprocess import WINDOW
 
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from numpy.typing import ArrayLike
+
+    from .scoring import Prefilter, Scorer
+
 _N = WINDOW * WINDOW
 _C = (WINDOW - 1) / 2
 # Screening margin on a normalized stage score (in [-1, 1]): the correlation's float32 error is ~2e-6 there
@@ -33,7 +41,9 @@ _MARGIN = 1e-3
 MIN_SCALE_FACTOR = 1.01  # a step of 1.0001 made 46,805 pyramid levels for a 512 px image; 1.01 makes 330
 
 
-def pyramid_scales(height, width, scale_factor=1.2, min_window=WINDOW, max_window=None):
+def pyramid_scales(
+    height: int, width: int, scale_factor: float = 1.2, min_window: float = WINDOW, max_window: float | None = None
+) -> list[float]:
     """Scales s (window side in original pixels = 19 s) from ``min_window`` up by ``scale_factor``.
 
     Stops when the window no longer fits the image or exceeds ``max_window`` pixels. A scale whose level
@@ -56,7 +66,7 @@ def pyramid_scales(height, width, scale_factor=1.2, min_window=WINDOW, max_windo
     return scales
 
 
-def prefilter_map(level, prefilter, stride=1):
+def prefilter_map(level: ArrayLike, prefilter: Prefilter, stride: int = 1) -> tuple[np.ndarray, np.ndarray]:
     """Stage-0 scores w'z and plane-residual norms at the window positions (y, x) = (i, j) * ``stride`` of a
     grey level image (h, w).
 
@@ -140,7 +150,15 @@ def _band_row(L, y, sign, c1, c2, cx, cy):
         cy[x] += sign * (v * y)
 
 
-def later_stages(L, ys, xs, norm, Wk, thresholds, chunk=2048):
+def later_stages(
+    L: np.ndarray,
+    ys: np.ndarray,
+    xs: np.ndarray,
+    norm: np.ndarray,
+    Wk: np.ndarray,
+    thresholds: np.ndarray,
+    chunk: int = 2048,
+) -> np.ndarray:
     """Bool (n,): windows (top-left corners ys, xs) of a float32 level L passing the later stages Wk (k, 361)
     float32, given their plane-residual norms (n,). w_k is orthogonal to the plane, so w_k'z = w_k'x / norm
     on the raw window. The float32 rows are gathered in chunks that stay in cache (all at once, the gather
@@ -187,7 +205,7 @@ def _gather(L, ys, xs, out):
                 out[n, r * WINDOW + c] = L[y + r, x + c]
 
 
-def cut_windows(level, ys, xs):
+def cut_windows(level: ArrayLike, ys: ArrayLike, xs: ArrayLike) -> np.ndarray:
     """The 19x19 windows with top-left corners (ys, xs) of a level (h, w): (n, 19, 19), same dtype.
     Raises IndexError for a corner whose window does not fit in the level."""
     level = np.ascontiguousarray(level)
@@ -202,7 +220,9 @@ def cut_windows(level, ys, xs):
     return out.reshape(-1, WINDOW, WINDOW)
 
 
-def neighbours(ys, xs, radius, n_rows, n_cols, stride=1):
+def neighbours(
+    ys: np.ndarray, xs: np.ndarray, radius: int, n_rows: int, n_cols: int, stride: int = 1
+) -> tuple[np.ndarray, np.ndarray]:
     """The window positions within ``radius`` pixels (Chebyshev) of positions (ys, xs) on a level with
     n_rows x n_cols window positions, leaving out the ``stride`` grid (every position if stride is 1):
     (ny, nx) int arrays, unique, row-major."""
@@ -277,20 +297,20 @@ def _score_at(level, ys, xs, scorer, features, prefilter, floor):
 
 
 def scan(
-    grey,
-    scorer,
-    features,
-    prefilter=None,
+    grey: ArrayLike,
+    scorer: Scorer,
+    features: Callable[[np.ndarray], np.ndarray],
+    prefilter: Prefilter | None = None,
     *,
-    scale_factor=1.2,
-    stride=1,
-    min_window=WINDOW,
-    max_window=None,
-    threshold=0.0,
-    refine=None,
-    return_windows=False,
-    threads=None,
-):
+    scale_factor: float = 1.2,
+    stride: int = 1,
+    min_window: float = WINDOW,
+    max_window: float | None = None,
+    threshold: float = 0.0,
+    refine: float | None = None,
+    return_windows: bool = False,
+    threads: int | None = None,
+) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
     """Every window scoring above ``threshold``, as boxes in original pixels.
 
     grey: (H, W) uint8 image. scorer: (feature rows (n, p), floor) -> scores (n,), exact above floor (see

@@ -16,11 +16,28 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 import scipy.sparse as sp
 
 from .features import RAMP_X, RAMP_Y, normalized_pixels
 from .preprocess import WINDOW
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Protocol, TypeAlias
+
+    from numpy.typing import ArrayLike
+
+    class Classifier(Protocol):
+        """A fitted binary classifier, as the detector scores with it: svmcore.SVC, svmcore.PmSVM or any estimator with
+        ``decision_function`` (for type checkers only)."""
+
+        def decision_function(self, X: np.ndarray) -> np.ndarray: ...
+
+    # (feature rows (n, p), floor) -> scores (n,), exact above floor: what :func:`make_scorer` returns
+    Scorer: TypeAlias = Callable[[np.ndarray, float], np.ndarray]
 
 
 class QuadraticScorer:
@@ -39,7 +56,7 @@ class QuadraticScorer:
     / p of the cost of the full form.
     """
 
-    def __init__(self, A, v, c, rank=32):
+    def __init__(self, A: ArrayLike, v: ArrayLike, c: float, rank: int = 32) -> None:
         A = np.asarray(A, dtype=np.float64)
         self.A = np.ascontiguousarray(A, dtype=np.float32)
         self.v = np.ascontiguousarray(v, dtype=np.float32)
@@ -55,7 +72,7 @@ class QuadraticScorer:
     def _exact(self, X):
         return np.einsum("ij,ij->i", X @ self.A, X, dtype=np.float64) + (X @ self.v).astype(np.float64) + self.c
 
-    def __call__(self, X, floor=-np.inf):
+    def __call__(self, X: ArrayLike, floor: float = -np.inf) -> np.ndarray:
         """Scores (n,) float64 of rows X (n, p); with ``floor``, exact only where they may exceed it."""
         X = np.asarray(X, dtype=np.float32)
         if not np.isfinite(floor) or len(self.lam) == 0 or len(X) == 0:
@@ -73,11 +90,11 @@ class QuadraticScorer:
 class DecisionScorer:
     """Any fitted classifier with ``decision_function``, applied in batches of ``batch`` rows."""
 
-    def __init__(self, classifier, batch=4096):
+    def __init__(self, classifier: Classifier, batch: int = 4096) -> None:
         self.classifier = classifier
         self.batch = batch
 
-    def __call__(self, X, floor=-np.inf):
+    def __call__(self, X: ArrayLike, floor: float = -np.inf) -> np.ndarray:
         """Scores (n,) of rows X (n, p); ``floor`` is accepted for the common interface and ignored."""
         X = np.asarray(X, dtype=np.float64)
         if len(X) == 0:
@@ -94,7 +111,7 @@ class LUTScorer:
     float32 when they arrive so (no copy); returns float64 (n,).
     """
 
-    def __init__(self, table, x_max, intercept):
+    def __init__(self, table: ArrayLike, x_max: ArrayLike, intercept: float) -> None:
         from svmcore.pmsvm import check_x_max
 
         self.table = np.ascontiguousarray(table, dtype=np.float64)[None]
@@ -102,7 +119,7 @@ class LUTScorer:
         self.x_max = check_x_max(x_max, self.table.shape[1])
         self.intercept = np.array([float(intercept)])
 
-    def __call__(self, X, floor=-np.inf):
+    def __call__(self, X: ArrayLike, floor: float = -np.inf) -> np.ndarray:
         """Scores (n,) of rows X (n, d); ``floor`` is accepted for the common interface and ignored."""
         from svmcore.pmsvm import lut_decision
 
@@ -131,7 +148,7 @@ def _resolved_gamma(clf):
     return float(g)
 
 
-def make_scorer(classifier):
+def make_scorer(classifier: Classifier) -> QuadraticScorer | LUTScorer | DecisionScorer:
     """Scoring function (X (n, p), floor=-inf) -> (n,) for a fitted binary classifier (svmcore.SVC,
     svmcore.PmSVM or any estimator with ``decision_function``). A row's score is exact wherever it exceeds
     ``floor``; elsewhere it may be any value <= floor (the scan passes its lowest useful score).
@@ -173,7 +190,7 @@ class Prefilter:
     Fisher discriminants instead of boosted features).
     """
 
-    def __init__(self, weights, thresholds):
+    def __init__(self, weights: ArrayLike, thresholds: ArrayLike) -> None:
         weights, thresholds = np.asarray(weights), np.asarray(thresholds)
         if weights.dtype.kind not in "fiu" or thresholds.dtype.kind not in "fiu":
             raise ValueError(
@@ -190,11 +207,11 @@ class Prefilter:
             raise ValueError("Prefilter: every stage needs finite, nonzero weights and a finite threshold")
 
     @property
-    def threshold(self):
+    def threshold(self) -> float:
         """Threshold of the dense stage 0."""
         return float(self.thresholds[0])
 
-    def scores(self, windows):
+    def scores(self, windows: ArrayLike) -> np.ndarray:
         """Stage scores w_k'z of (n, 19, 19) windows: (n, k) float64 (-inf rows for flat windows, as
         :func:`facedet.scan.prefilter_map` gives them: their z is zero, and a zero score would pass every stage
         of a cascade whose thresholds are all negative, such as a one-stage cascade of recall 0.995)."""
@@ -203,12 +220,20 @@ class Prefilter:
         out[~np.any(z, axis=1)] = -np.inf
         return out
 
-    def accept(self, scores):
+    def accept(self, scores: np.ndarray) -> np.ndarray:
         """Bool (n,): rows of stage scores (n, k) above every stage's threshold."""
         return np.all(scores > self.thresholds, axis=1)
 
     @classmethod
-    def fit(cls, faces, nonfaces, recall=0.995, n_stages=4, min_nonfaces=200, shrinkage=0.1):
+    def fit(
+        cls,
+        faces: ArrayLike,
+        nonfaces: ArrayLike,
+        recall: float = 0.995,
+        n_stages: int = 4,
+        min_nonfaces: int = 200,
+        shrinkage: float = 0.1,
+    ) -> Prefilter:
         """Fit up to ``n_stages`` Fisher discriminants on normalized pixels of (n, 19, 19) windows.
 
         Stage k: w = (Sigma + shrinkage tr(Sigma)/p I)^-1 (mu_face - mu_nonface) over the faces and the

@@ -9,6 +9,7 @@ the features, for any kind alike, so that a new classifier is one entry of the t
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -16,6 +17,15 @@ from .detector import Detector, as_grey, check_params
 from .features import get_features
 from .patches import augment, check_both_classes, sample_windows
 from .scoring import Prefilter
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
+    from typing import Any
+
+    from numpy.typing import ArrayLike
+
+    from svmcore.pmsvm import PmSVM
+    from svmcore.svc import SVC
 
 
 @dataclass(frozen=True)
@@ -39,7 +49,7 @@ class ClassifierKind:
     features: tuple[str, ...]
     callback: bool = False
 
-    def make(self, callback=None, **params):
+    def make(self, callback: Callable[[dict], None] | None = None, **params: Any) -> SVC | PmSVM:
         """The unfitted estimator: ``defaults`` overridden by ``params``; TypeError for an unknown name."""
         import svmcore
 
@@ -68,7 +78,7 @@ def classifier_kind(kind: str) -> ClassifierKind:
     return KINDS[kind]
 
 
-def check_classifier_params(kind: str = "svc", **params) -> None:
+def check_classifier_params(kind: str = "svc", **params: Any) -> None:
     """Check the hyperparameters the ``kind`` classifier would be fitted with (its defaults overridden by
     ``params``) by svmcore's own checks, the ones ``fit`` runs first, so that a bad value fails before any data
     are read.
@@ -83,7 +93,14 @@ def check_classifier_params(kind: str = "svc", **params) -> None:
     classifier_kind(kind).make(**params).check_params()
 
 
-def fit_classifier(features, labels, kind: str = "svc", callback=None, sample_weight=None, **params):
+def fit_classifier(
+    features: ArrayLike,
+    labels: ArrayLike,
+    kind: str = "svc",
+    callback: Callable[[dict], None] | None = None,
+    sample_weight: ArrayLike | None = None,
+    **params: Any,
+) -> SVC | PmSVM:
     """The ``kind`` classifier fitted on feature rows ``features`` (n, p) with ``labels`` (n,), 1 = face.
 
     Parameters
@@ -117,7 +134,9 @@ def _check_patches(X, y):
     return X, y
 
 
-def training_set(X, y, augmentation=None, features="osuna"):
+def training_set(
+    X: ArrayLike, y: ArrayLike, augmentation: dict | None = None, features: str = "osuna"
+) -> tuple[np.ndarray, np.ndarray]:
     """Feature rows (n', p) and labels (n',) of windows X (n, 19, 19), y (n,) in {0, 1}: the faces augmented
     by ``facedet.patches.augment(**augmentation)`` (default: mirror images only), then the window features
     ``features`` (a name in :data:`facedet.features.FEATURES`). Raises ValueError for bad shapes, labels
@@ -130,7 +149,16 @@ def training_set(X, y, augmentation=None, features="osuna"):
     return F, np.r_[np.ones(len(faces), np.int64), np.zeros(len(nonfaces), np.int64)]
 
 
-def fit_prefilter(X, y, negative_images=(), augmentation=None, n_random=1000, recall=0.999, n_stages=8, seed=0):
+def fit_prefilter(
+    X: ArrayLike,
+    y: ArrayLike,
+    negative_images: Iterable[ArrayLike] = (),
+    augmentation: dict | None = None,
+    n_random: int = 1000,
+    recall: float = 0.999,
+    n_stages: int = 8,
+    seed: int = 0,
+) -> Prefilter:
     """Cascade prefilter on the faces (augmented like the classifier's: ``augment(**augmentation)``, default
     mirror) vs. the non-faces plus ``n_random`` random windows per face-free image (grey arrays); see
     :meth:`facedet.scoring.Prefilter.fit`. recall is per stage, on the augmented training faces. Raises
@@ -144,18 +172,18 @@ def fit_prefilter(X, y, negative_images=(), augmentation=None, n_random=1000, re
 
 
 def train_detector(
-    X,
-    y,
+    X: ArrayLike,
+    y: ArrayLike,
     *,
     kind: str = "svc",
     features: str | None = None,
-    negative_images=(),
+    negative_images: Iterable[ArrayLike] = (),
     augmentation: dict | None = None,
-    callback=None,
+    callback: Callable[[dict], None] | None = None,
     classifier_params: dict | None = None,
     prefilter_params: dict | None = None,
-    **detector_params,
-):
+    **detector_params: Any,
+) -> tuple[Detector, np.ndarray, np.ndarray]:
     """A :class:`facedet.Detector` trained on windows ``X`` with labels ``y``.
 
     Parameters

@@ -13,7 +13,16 @@
 Names are imported lazily so that ``import svmcore`` stays fast.
 """
 
+from __future__ import annotations
+
 from importlib import import_module
+
+# typing.TYPE_CHECKING without importing typing, so that ``import svmcore`` stays fast
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import os
+
+    from .base import BaseEstimator
 
 _EXPORTS = {
     "SVC": "svc",
@@ -35,7 +44,7 @@ def __getattr__(name):
     raise AttributeError(f"module 'svmcore' has no attribute {name!r}")
 
 
-def load(path):
+def load(path: str | os.PathLike) -> BaseEstimator:
     """Load the fitted model (SVC, OneClassSVM, LinearSVMPlus, KernelSVMPlus, PmSVM or TopKSVM) that
     ``estimator.save(path)`` wrote to ``path`` (str or path-like); returns it as saved.
 
@@ -54,7 +63,7 @@ def load(path):
     return persistence.load(path)
 
 
-def warmup():
+def warmup() -> float:
     """Fit and use every estimator once on a small random problem, so that numba compiles their machine code
     into its on-disk cache (``NUMBA_CACHE_DIR``, else ``__pycache__`` beside the modules) and later processes
     start without compiling: the first ``fit`` of a fresh install otherwise pays for it (tens of seconds).

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import inspect
 import numbers
+from typing import TYPE_CHECKING
 
 import numpy as np
 import scipy.sparse as sp
@@ -17,6 +18,15 @@ from .validation import (
     class_weight_from_json,
     class_weight_to_json,
 )
+
+if TYPE_CHECKING:
+    import os
+    from pathlib import Path
+    from typing import Any
+
+    from numpy.typing import ArrayLike
+
+    from .validation import MatrixLike
 
 
 class BaseEstimator:
@@ -73,11 +83,11 @@ class BaseEstimator:
             if p != "self" and sig.parameters[p].kind == inspect.Parameter.POSITIONAL_OR_KEYWORD
         ]
 
-    def get_params(self, deep=True):
+    def get_params(self, deep: bool = True) -> dict[str, Any]:
         """The hyperparameters as a dict {name: value} (``deep`` is accepted for scikit-learn)."""
         return {name: getattr(self, name) for name in self._param_names()}
 
-    def set_params(self, **params):
+    def set_params(self, **params: Any) -> BaseEstimator:
         """Set hyperparameters by name and return self; ValueError for an unknown name. Takes effect at the
         next ``fit``: a fitted model goes on scoring (and saving) with the values it was fitted with."""
         valid = set(self._param_names())
@@ -232,7 +242,7 @@ class BaseEstimator:
         if getattr(self, "class_weight", None) is not None and hasattr(self, "classes_"):
             class_sample_weight(self.class_weight, self.classes_, np.zeros(0, dtype=np.int64))  # labels are classes
 
-    def save(self, path):
+    def save(self, path: str | os.PathLike) -> Path:
         """Save the fitted model to ``path`` (.npz arrays + JSON header, written atomically); returns the
         path as a ``pathlib.Path``.
 
@@ -248,7 +258,7 @@ class ClassifierMixin:
 
     _estimator_type = "classifier"
 
-    def score(self, X, y, sample_weight=None):
+    def score(self, X: MatrixLike, y: ArrayLike, sample_weight: ArrayLike | None = None) -> float:
         """Mean accuracy of ``predict(X)`` against labels y (n,) (or (n, 1), as fit takes); a float in [0, 1],
         weighted by sample_weight (n,) >= 0 if given (scikit-learn's signature). ValueError if y does not hold
         one label per row of X, or as fit for sample_weight (wrong length, negative, all zero)."""

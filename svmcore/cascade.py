@@ -12,6 +12,7 @@ import time
 import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -29,6 +30,16 @@ from .validation import (
 from .base import BaseEstimator, ClassifierMixin
 from .kernels import resolve_kernel
 from .svc import SVC
+
+if TYPE_CHECKING:
+    import os
+    from pathlib import Path
+
+    import dask.array as da
+    from distributed import Client
+    from numpy.typing import ArrayLike
+
+    from .validation import MatrixLike, RandomStateLike
 
 KERNELS = ("linear", "poly", "rbf")  # a precomputed kernel cannot be cut into partitions of rows
 
@@ -233,19 +244,19 @@ class CascadeSVC(ClassifierMixin, BaseEstimator):
 
     def __init__(
         self,
-        C=1.0,
-        kernel="rbf",
-        degree=3,
-        gamma="scale",
-        coef0=0.0,
-        tol=1e-3,
-        cache_size=200,
-        n_partitions=None,
-        max_passes=10,
-        client=None,
-        n_jobs=-1,
-        random_state=0,
-    ):
+        C: float = 1.0,
+        kernel: str = "rbf",
+        degree: int = 3,
+        gamma: float | str = "scale",
+        coef0: float = 0.0,
+        tol: float = 1e-3,
+        cache_size: float = 200,
+        n_partitions: int | None = None,
+        max_passes: int = 10,
+        client: Client | None = None,
+        n_jobs: int | None = -1,
+        random_state: RandomStateLike = 0,
+    ) -> None:
         self.set_params(**{k: v for k, v in locals().items() if k != "self"})
 
     def _svc_params(self, gamma="scale") -> dict:
@@ -271,7 +282,7 @@ class CascadeSVC(ClassifierMixin, BaseEstimator):
             raise TypeError(f"client: expected None or a distributed.Client, got {self.client!r}")
         return 1 if self.n_jobs is None else check_threads(self.n_jobs, "n_jobs", all_cores=True)
 
-    def fit(self, X, y) -> CascadeSVC:
+    def fit(self, X: ArrayLike | da.Array, y: ArrayLike | da.Array) -> CascadeSVC:
         """Train and return self.
 
         X: (n, d) array-like of real numbers (float64 after checks), or a ``dask.array.Array`` (n, d) whose row
@@ -386,18 +397,18 @@ class CascadeSVC(ClassifierMixin, BaseEstimator):
         spec = resolve_kernel(self.kernel, _Variance((n, d), float(var)), self.gamma, self.degree, self.coef0)
         return parts, spec, classes
 
-    def decision_function(self, X) -> np.ndarray:
+    def decision_function(self, X: MatrixLike) -> np.ndarray:
         """Decision values (n,) float64 of :attr:`svc_` (> 0 means classes_[1]); raises as
         :meth:`svmcore.SVC.decision_function`, :class:`svmcore.NotFittedError` before fit."""
         check_fitted(self, "svc_")
         return self.svc_.decision_function(X)
 
-    def predict(self, X) -> np.ndarray:
+    def predict(self, X: MatrixLike) -> np.ndarray:
         """Labels (n,) from classes_, :meth:`svmcore.SVC.predict` of :attr:`svc_`."""
         check_fitted(self, "svc_")
         return self.svc_.predict(X)
 
-    def save(self, path):
+    def save(self, path: str | os.PathLike) -> Path:
         """Write :attr:`svc_` with :meth:`svmcore.SVC.save` (``svmcore.load(path)`` returns that SVC); returns the
         path as a ``pathlib.Path``. Raises :class:`svmcore.NotFittedError` before fit."""
         check_fitted(self, "svc_")

@@ -28,7 +28,7 @@ from numba.extending import overload
 from ._shrinking import keep_after_check
 
 
-def as_rows(X):
+def as_rows(X: np.ndarray | sp.spmatrix) -> np.ndarray | tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Return the argument :func:`dcd_svmplus` takes for ``X``: the array itself or a CSR tuple."""
     if sp.issparse(X):
         X = sp.csr_matrix(X)

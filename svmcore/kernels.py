@@ -9,12 +9,27 @@ from __future__ import annotations
 
 import numbers
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numba as nb
 import numpy as np
 import scipy.sparse as sp
 
 from .validation import check_choice, check_scalar
+
+if TYPE_CHECKING:
+    from typing import Literal, Protocol
+
+    from numpy.typing import ArrayLike, DTypeLike
+
+    class _ShapeAndVariance(Protocol):
+        """What :func:`resolve_kernel` reads of X besides arrays: its shape and the variance of its entries (a
+        dask array's, from :class:`svmcore.cascade.CascadeSVC`)."""
+
+        shape: tuple[int, ...]
+
+        def var(self) -> float: ...
+
 
 KERNELS = ("linear", "poly", "rbf", "precomputed")
 
@@ -32,7 +47,7 @@ class KernelSpec:
     coef0: float = 0.0
 
 
-def check_gamma(gamma, name="gamma"):
+def check_gamma(gamma: object, name: str = "gamma") -> float | Literal["scale", "auto"]:
     """Return a kernel width: "scale", "auto" or a real number > 0 (as a float). ValueError for another string
     or a number <= 0, TypeError for another kind of object; both name the allowed values."""
     if isinstance(gamma, str) and gamma in ("scale", "auto"):
@@ -44,7 +59,14 @@ def check_gamma(gamma, name="gamma"):
     return check_scalar(gamma, name, lo=0, lo_open=True)
 
 
-def check_fitted_gamma(kernel, gamma, gamma_, n_features, names=("gamma", "gamma_"), unused=1.0):
+def check_fitted_gamma(
+    kernel: str,
+    gamma: float | str | None,
+    gamma_: float,
+    n_features: int | None,
+    names: tuple[str, str] = ("gamma", "gamma_"),
+    unused: float = 1.0,
+) -> None:
     """Check a loaded model's learned kernel width ``gamma_`` against its hyperparameters ``kernel`` and ``gamma``,
     as fit resolves them (:func:`resolve_kernel`): a number gamma is gamma_ itself (to 1e-12, relative), "auto"
     is 1 / ``n_features`` (None: not known, unchecked), and a kernel without a width (linear, precomputed) has the
@@ -90,7 +112,9 @@ def _sparse_variance(X):
     return float((dev @ dev + (size - data.size) * mu * mu) / size)
 
 
-def resolve_kernel(kernel, X, gamma, degree, coef0) -> KernelSpec:
+def resolve_kernel(
+    kernel: str, X: np.ndarray | sp.spmatrix | _ShapeAndVariance, gamma: float | str, degree: int, coef0: float
+) -> KernelSpec:
     """Check kernel hyperparameters and resolve ``gamma`` ("scale": 1/(d Var X), "auto": 1/d, or > 0).
 
     Raises ValueError for an unknown kernel, gamma <= 0 or another string, or degree < 1; TypeError for a
@@ -135,7 +159,7 @@ SPARSE_COST = (29.0, 205.0, 260.0)
 DENSE_MAX_BYTES = 2**28  # the float64 copy's size beyond which sparse rows stay sparse (rbf fits hold ~2.5x that)
 
 
-def surely_sparse(n, d, nnz):
+def surely_sparse(n: int, d: int, nnz: int) -> bool:
     """Whether :func:`densify_if_cheaper` keeps n CSR rows of d columns and nnz entries sparse, from a bound that
     needs no pass over the entries (its column counts are O(d): 0.1 ms for sector's 55,197 columns, on each of a
     one-vs-one fit's thousands of fold decisions): with sum_j p_j = nnz / n, p_j^2 <= p_j and p_j^2 (1 - p_j) <=
@@ -144,7 +168,7 @@ def surely_sparse(n, d, nnz):
     return 8 * n * d > DENSE_MAX_BYTES or (a + b / 4) * nnz + c * n <= 0.99 * n * d  # 1% clear of its rounding
 
 
-def densify_if_cheaper(X):
+def densify_if_cheaper(X: np.ndarray | sp.spmatrix) -> np.ndarray | sp.spmatrix:
     """X.toarray() if X is a sparse matrix whose kernel products are cheaper dense (``SPARSE_COST``) and whose
     dense copy takes at most ``DENSE_MAX_BYTES``; else X itself. The kernel values are the same either way, up
     to the rounding of the products."""
@@ -258,7 +282,7 @@ def pairwise_sum(a, lo, n):
         top += 1
 
 
-def row_norms_sq(X):
+def row_norms_sq(X: np.ndarray | sp.spmatrix) -> np.ndarray:
     """Squared Euclidean norm of each row, (n,) float64."""
     if sp.issparse(X):
         return np.asarray(X.multiply(X).sum(axis=1)).ravel()
@@ -298,7 +322,7 @@ def _csr_mean_sq_and_spread(indptr, indices, data, rows, d):
     return total, dev / n
 
 
-def sparse_centre(X):
+def sparse_centre(X: np.ndarray | sp.spmatrix) -> tuple[np.ndarray, np.ndarray] | tuple[None, None]:
     """A centre for CSR rows that leaves them sparse: (c, columns), c the mean of the rows X (n, d), dense or CSR,
     kept on the fewest columns (sorted) whose removal leaves at most the spread of the rows, sum_{j not kept}
     mean_j^2 <= mean_i ||x_i - mean||^2, and 0 elsewhere; (None, None) if no column needs it (text data, whose mean
@@ -344,7 +368,7 @@ def sparse_centre(X):
     return c, cols[kept]
 
 
-def shift_csr(X, c, columns):
+def shift_csr(X: sp.spmatrix, c: np.ndarray, columns: np.ndarray) -> sp.csr_matrix:
     """X - c for a CSR X (m, d) and c (d,) zero outside ``columns`` (sorted): a CSR matrix whose entries in those
     columns are x_ij - c_j, each rounded once (m * len(columns) more entries at most)."""
     m, k = X.shape[0], columns.size
@@ -352,7 +376,14 @@ def shift_csr(X, c, columns):
     return sp.csr_matrix(X - C)
 
 
-def kernel_block(A, B, spec: KernelSpec, sq_a=None, sq_b=None, out=None):
+def kernel_block(
+    A: np.ndarray | sp.spmatrix,
+    B: np.ndarray | sp.spmatrix,
+    spec: KernelSpec,
+    sq_a: np.ndarray | None = None,
+    sq_b: np.ndarray | None = None,
+    out: np.ndarray | None = None,
+) -> np.ndarray:
     """K(A, B) as an (m, k) array (float64 unless ``out`` is given, e.g. float32).
 
     A (m, d) and B (k, d) are float64 arrays or CSR matrices; ``sq_a``/``sq_b`` are the squared row
@@ -367,7 +398,13 @@ def kernel_block(A, B, spec: KernelSpec, sq_a=None, sq_b=None, out=None):
     return kernel_of_products(dot, spec, sq_a, sq_b, out)
 
 
-def kernel_of_products(dot, spec: KernelSpec, sq_a=None, sq_b=None, out=None):
+def kernel_of_products(
+    dot: np.ndarray,
+    spec: KernelSpec,
+    sq_a: np.ndarray | None = None,
+    sq_b: np.ndarray | None = None,
+    out: np.ndarray | None = None,
+) -> np.ndarray:
     """K(A, B) (m, k) from the inner products dot = A B' (m, k) and, for rbf, the squared row norms sq_a (m,) and
     sq_b (k,) of A and B: float64 unless ``out`` is given."""
     dot = np.ascontiguousarray(dot)  # float32 inputs give a float32 product (sgemm); the finish is in float64
@@ -385,7 +422,7 @@ def kernel_of_products(dot, spec: KernelSpec, sq_a=None, sq_b=None, out=None):
     return out
 
 
-def centres(spec: KernelSpec, c_svc):
+def centres(spec: KernelSpec, c_svc: bool) -> bool:
     """Whether kernel values of ``spec`` are computed on centred rows: rbf, which sees only differences, and linear for
     a C-SVC (``c_svc``: dual coefficients that sum to 0, y'a = 0), whose decision values are unchanged by a shift
     (:class:`svmcore.qmatrix.KernelQ`, :func:`kernel_decision`)."""
@@ -396,7 +433,9 @@ DECISION_CHUNK = 4096  # test rows per kernel block at prediction
 BLOCK_ENTRIES = 2**24  # and at most this many kernel values (dense rows against CSR support vectors: row entries)
 
 
-def kernel_decision(X, sv, coef, spec, coef_sum_zero):
+def kernel_decision(
+    X: np.ndarray | sp.spmatrix, sv: np.ndarray | sp.spmatrix, coef: np.ndarray, spec: KernelSpec, coef_sum_zero: bool
+) -> np.ndarray:
     """sum_i coef[i, m] K(sv_i, x) for each row x of X (n, d) and model m: (n, m) float64. X and the support vectors
     sv (n_sv, d) are arrays or CSR matrices; coef (n_sv, m); ``coef_sum_zero``: every column of coef sums to 0 (a
     C-SVC, y'a = 0; not OneClassSVM).
@@ -443,7 +482,7 @@ def kernel_decision(X, sv, coef, spec, coef_sum_zero):
     return out + offset
 
 
-def block_rows(n_sv):
+def block_rows(n_sv: int) -> int:
     """Test rows per kernel block against n_sv support vectors."""
     return max(1, min(DECISION_CHUNK, BLOCK_ENTRIES // max(n_sv, 1)))
 
@@ -473,7 +512,7 @@ class Gram:
     # the boundary the screen's answer is known; nearer, beyond it, or for more rows, the screen decides.
     MARGIN, SMALL = 0.01, 64
 
-    def __init__(self, X, centre=False, groups=None):
+    def __init__(self, X: np.ndarray | sp.spmatrix, centre: bool = False, groups: np.ndarray | None = None) -> None:
         self.X = X
         self.sparse = sp.issparse(X)
         n = X.shape[0]
@@ -498,27 +537,27 @@ class Gram:
             self.dot[s : s + step] = (X[s : s + step] @ X.T).toarray()
         self._data = X.data.astype(np.float64, copy=False)
 
-    def shifts(self, rows):
+    def shifts(self, rows: ArrayLike) -> bool:
         """Whether :func:`sparse_centre` may shift the rows ``rows`` (int array): False for text data and dense rows."""
         return self.sparse and gram_shifts(
             self.dot, self.sq, *self.csr_arrays(), np.asarray(rows, dtype=np.int64), self.MARGIN, self.SMALL
         )
 
-    def csr_arrays(self):
+    def csr_arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
         """(indptr, indices, data float64, d) of a CSR X, for :func:`gram_shifts`; empty arrays for dense rows."""
         if not self.sparse:
             empty = np.empty(0, dtype=np.int32)
             return empty, empty, np.empty(0), self.X.shape[1]
         return self.X.indptr, self.X.indices, self._data, self.X.shape[1]
 
-    def kernel(self, a, b, spec: KernelSpec, out=None):
+    def kernel(self, a: np.ndarray, b: np.ndarray, spec: KernelSpec, out: np.ndarray | None = None) -> np.ndarray:
         """K(X[a], X[b]) (len(a), len(b)) for index arrays a and b, as :func:`kernel_block` of those rows gives it."""
         cols = np.asarray(b, dtype=np.int64) if self.column_of is None else self.column_of[b]
         return kernel_of_products(
             cut_block(self.dot, np.asarray(a, dtype=np.int64), cols), spec, self.sq[a], self.sq[b], out
         )
 
-    def kernel_all(self, spec: KernelSpec, dtype):
+    def kernel_all(self, spec: KernelSpec, dtype: DTypeLike) -> np.ndarray:
         """K(X, X) (n, n) of ``dtype``, stored as the products are: K(x_i, x_j) at [i, column_of[j]] (j where
         column_of is None). Each entry is the number :meth:`kernel` gives for (i, j), without its cut."""
         sq_b = self.sq if self.column_of is None else self.sq[self.order]
@@ -691,7 +730,7 @@ class CentredGram:
     :class:`Gram` (``kernel``, ``shifts``) for ``KernelQ(centred, spec, y, rows=...)``. X: canonical CSR (n_X, d);
     rows, centre_rows: int arrays."""
 
-    def __init__(self, X, rows, centre_rows):
+    def __init__(self, X: sp.csr_matrix, rows: ArrayLike, centre_rows: ArrayLike) -> None:
         data = X.data.astype(np.float64, copy=False)
         self.dot, self.sq, offsets, shifted = _centred_products(
             X.indptr,
@@ -703,7 +742,7 @@ class CentredGram:
         )
         self.offsets = offsets if shifted else None
 
-    def shifts(self, rows):
+    def shifts(self, rows: ArrayLike) -> bool:
         """False: the rows are centred already."""
         return False
 
@@ -711,7 +750,7 @@ class CentredGram:
     kernel = Gram.kernel
 
 
-def kernel_diagonal(sq, spec: KernelSpec):
+def kernel_diagonal(sq: np.ndarray, spec: KernelSpec) -> np.ndarray:
     """K(x_i, x_i) for every row, (n,) float64, from the rows' squared norms sq (n,)."""
     if spec.kind == "rbf":
         return np.ones(sq.shape[0])
@@ -720,7 +759,14 @@ def kernel_diagonal(sq, spec: KernelSpec):
     return (spec.gamma * sq + spec.coef0) ** spec.degree
 
 
-def pairwise_kernel(X, Y=None, kernel="rbf", gamma="scale", degree=3, coef0=0.0):
+def pairwise_kernel(
+    X: np.ndarray | sp.spmatrix,
+    Y: np.ndarray | sp.spmatrix | None = None,
+    kernel: str = "rbf",
+    gamma: float | str = "scale",
+    degree: int = 3,
+    coef0: float = 0.0,
+) -> np.ndarray:
     """Full kernel matrix K(X, Y), (n_x, n_y) float64; for small sets and tests (n_x * n_y memory)."""
     Y = X if Y is None else Y
     spec = resolve_kernel(kernel, X, gamma, degree, coef0)

@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from .validation import check_array, check_scalar
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from numpy.typing import ArrayLike
 
 
 def _true_class_rank(scores, y):
@@ -21,7 +28,7 @@ def _true_class_rank(scores, y):
     return (scores >= true).sum(axis=1) - 1
 
 
-def top_k_accuracy(scores, y, k):
+def top_k_accuracy(scores: ArrayLike, y: ArrayLike, k: int) -> float:
     """Fraction of rows whose true class is among the k highest scores.
 
     scores: (n, m) float array; y: (n,) integer class indices into the columns of ``scores``; k: int in [1, m].
@@ -34,7 +41,7 @@ def top_k_accuracy(scores, y, k):
     return float(np.mean(rank < k))
 
 
-def top_k_accuracies(scores, y, ks):
+def top_k_accuracies(scores: ArrayLike, y: ArrayLike, ks: Iterable[int]) -> dict[int, float]:
     """``{k: top_k_accuracy(scores, y, k)}`` for each k in ``ks`` (k > m is reported as 1.0), ranking once."""
     rank = _true_class_rank(scores, y)
     return {int(k): float(np.mean(rank < check_scalar(k, "k", lo=1, integer=True))) for k in ks}

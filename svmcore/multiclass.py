@@ -5,13 +5,13 @@ from __future__ import annotations
 import numpy as np
 
 
-def ovo_pairs(n_classes):
+def ovo_pairs(n_classes: int) -> np.ndarray:
     """(n_classes (n_classes - 1) / 2, 2) int64 class indices (a, b), a < b, in LIBSVM's order; in each binary
     problem class b is the positive one."""
     return np.array([(a, b) for a in range(n_classes) for b in range(a + 1, n_classes)], dtype=np.int64).reshape(-1, 2)
 
 
-def ovo_votes(F, pairs, n_classes):
+def ovo_votes(F: np.ndarray, pairs: np.ndarray, n_classes: int) -> np.ndarray:
     """Class scores (n, n_classes) from pairwise decision values F (n, n_pairs), f > 0 voting for b: the votes
     plus the summed confidences squashed into (-1/3, 1/3), which only break ties (LIBSVM / scikit-learn's
     "ovr" shape of a one-vs-one decision function)."""

@@ -13,10 +13,15 @@ import warnings
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 import numba as nb
 import numpy as np
 from threadpoolctl import threadpool_limits
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Iterator
+    from typing import Any
 
 _lock = threading.Lock()
 _single_users = 0  # contexts in this process that need BLAS on one thread
@@ -24,7 +29,7 @@ _limit = None
 
 
 @contextmanager
-def blas_single_thread():
+def blas_single_thread() -> Iterator[None]:
     """BLAS on one thread while the context lasts. BLAS's thread count is process-wide: the first of
     overlapping contexts (in any threads) sets it to 1 and the last restores it (nested threadpool_limits in two
     threads would restore each other's settings out of order)."""
@@ -43,7 +48,7 @@ def blas_single_thread():
 
 
 @lru_cache(maxsize=None)  # numba picks its layer once per process
-def threadsafe_numba():
+def threadsafe_numba() -> bool:
     """Whether numba's threading layer (chosen at the first parallel kernel) takes parallel kernels from several
     threads at once: tbb and omp do, workqueue does not (it aborts the process)."""
     try:  # the layer is chosen by numba's thread launch, which a first parallel kernel would call after compiling
@@ -62,7 +67,7 @@ def _parallel_sum(n):
     return total
 
 
-def check_threads(threads, name="threads", all_cores=False):
+def check_threads(threads: object, name: str = "threads", all_cores: bool = False) -> int:
     """``threads`` as an int >= 1; with ``all_cores``, -1 means one per core this process may run on (affinity,
     containers). ValueError otherwise (bools included)."""
     valid = not isinstance(threads, bool) and isinstance(threads, (int, np.integer))
@@ -76,7 +81,9 @@ def check_threads(threads, name="threads", all_cores=False):
 
 
 @contextmanager
-def thread_map(threads, *, parallel_kernels=False, warn_stacklevel=None):
+def thread_map(
+    threads: int, *, parallel_kernels: bool = False, warn_stacklevel: int | None = None
+) -> Iterator[Callable[[Callable[[Any], Any], Iterable[Any]], list[Any]]]:
     """A map over independent tasks on ``threads`` threads: yields ``run(f, items)`` -> [f(x) for x in items],
     in order, also from several calls.
 

@@ -26,22 +26,35 @@ import tempfile
 import zipfile
 import zlib
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import scipy.sparse as sp
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Iterator
+    from typing import Any, BinaryIO, Protocol, TypeVar
+
+    _Class = TypeVar("_Class", bound=type)
+
+    class _Estimator(Protocol):
+        """An svmcore estimator (:class:`svmcore.base.BaseEstimator`, whose module imports this one)."""
+
+        def _get_state(self) -> tuple[dict, dict, dict]: ...
+
 
 FORMAT_VERSION = 1
 _REGISTRY: dict[str, type] = {}
 
 
-def register(cls):
+def register(cls: _Class) -> _Class:
     """Class decorator: make ``cls`` loadable by :func:`load` under its class name."""
     _REGISTRY[cls.__name__] = cls
     return cls
 
 
 @contextlib.contextmanager
-def atomic_write(path, overwrite: bool = True):
+def atomic_write(path: str | os.PathLike, overwrite: bool = True) -> Iterator[BinaryIO]:
     """Context manager yielding a binary file whose content replaces ``path`` only on success.
 
     Writes to a temporary file in the target's folder, fsyncs, then moves it into place
@@ -73,7 +86,7 @@ def atomic_write(path, overwrite: bool = True):
         raise
 
 
-def move_into_place(tmp, path, overwrite: bool = True) -> None:
+def move_into_place(tmp: str | os.PathLike, path: str | os.PathLike, overwrite: bool = True) -> None:
     """Rename the complete file ``tmp`` to ``path`` in one step (same folder), so that readers see the old file
     or the new one, never a part.
 
@@ -141,7 +154,7 @@ def split_sparse(arrays: dict) -> dict:
     return out
 
 
-def join_sparse(arrays: dict, names) -> dict:
+def join_sparse(arrays: dict, names: Iterable[str]) -> dict:
     """``arrays`` as read, with the CSR parts of each array in ``names`` joined into one CSR matrix (float64).
 
     Parts of other names are left as they are (the caller refuses them as unknown arrays). Raises ValueError if
@@ -195,7 +208,7 @@ def _csr_from_parts(name, data, indices, indptr, shape):
     return M
 
 
-def write_archive(path, header: dict, arrays: dict) -> Path:
+def write_archive(path: str | os.PathLike, header: dict, arrays: dict) -> Path:
     """Atomically write ``arrays`` (name -> ndarray) and the JSON ``header`` to ``path`` (.npz).
 
     Raises TypeError for an object-dtype array (it would need pickle) and OSError if the folder is not
@@ -221,7 +234,7 @@ MAX_SMALL_MEMBER = 1 << 20  # a small member may expand more (CBCL's compressed 
 MAX_MEMBERS = 1_000
 
 
-def regular_file_size(path, what: str = "file") -> int:
+def regular_file_size(path: str | os.PathLike, what: str = "file") -> int:
     """The size in bytes of ``path``, which must be a regular file (symlinks followed): a FIFO would block the
     reader, a device (``/dev/zero``) never end.
 
@@ -263,7 +276,7 @@ class NpzReader:
         What the file is, for messages ("model file", "patch file").
     """
 
-    def __init__(self, path, what: str = "file"):
+    def __init__(self, path: str | os.PathLike, what: str = "file") -> None:
         self.path = Path(path)
         self.what = what
         try:
@@ -336,7 +349,7 @@ class NpzReader:
         except (ValueError, OSError, EOFError, zipfile.BadZipFile, zlib.error) as exc:
             raise self._bad(f"array {name!r}: {exc}") from exc
 
-    def close(self):
+    def close(self) -> None:
         self._zip.close()
 
     def __enter__(self):
@@ -349,7 +362,12 @@ class NpzReader:
 _HEADER_FIELDS = {"format", "format_version", "class", "params", "meta"}  # what save writes
 
 
-def read_archive(path, expected_format: str, array_names=None, what: str = "model") -> tuple[dict, dict]:
+def read_archive(
+    path: str | os.PathLike,
+    expected_format: str,
+    array_names: Callable[[dict], Iterable[str]] | None = None,
+    what: str = "model",
+) -> tuple[dict, dict]:
     """Read an archive written by :func:`write_archive`; return ``(header, arrays)``.
 
     The JSON header is read first; ``array_names(header)``, if given, returns the names of the arrays such a
@@ -391,7 +409,7 @@ def read_archive(path, expected_format: str, array_names=None, what: str = "mode
         return header, {k: npz.read(k) for k in names}
 
 
-def registered_class(name) -> type:
+def registered_class(name: object) -> type:
     """The estimator class registered under ``name`` (:func:`register`); ValueError if none is."""
     cls = _REGISTRY.get(name) if isinstance(name, str) else None
     if cls is None:
@@ -399,7 +417,7 @@ def registered_class(name) -> type:
     return cls
 
 
-def get_state(estimator) -> tuple[dict, dict, dict]:
+def get_state(estimator: _Estimator) -> tuple[dict, dict, dict]:
     """What a file holds of a fitted estimator: ``(params, meta, arrays)``, its hyperparameters (JSON values), its
     learned scalars and its learned arrays (numeric; a CSR matrix split into ``<name>.data``, ``.indices``,
     ``.indptr``, ``.shape``). Checked by building the model :func:`from_state` would build from them, so a
@@ -415,7 +433,7 @@ def get_state(estimator) -> tuple[dict, dict, dict]:
     return estimator._get_state()
 
 
-def from_state(class_name: str, params: dict, meta: dict, arrays: dict):
+def from_state(class_name: str, params: dict, meta: dict, arrays: dict) -> Any:
     """The estimator of class ``class_name`` (a registered svmcore class) with the state :func:`get_state` gave.
 
     Raises
@@ -433,7 +451,7 @@ def file_arrays(class_name: str) -> list[str]:
     return registered_class(class_name)._file_arrays()
 
 
-def save(estimator, path) -> Path:
+def save(estimator: _Estimator, path: str | os.PathLike) -> Path:
     """Save a fitted svmcore estimator to ``path`` (see the module docstring for the format)."""
     params, meta, arrays = get_state(estimator)
     header = {
@@ -446,7 +464,7 @@ def save(estimator, path) -> Path:
     return write_archive(path, header, arrays)
 
 
-def load(path):
+def load(path: str | os.PathLike) -> Any:
     """Load an estimator saved by ``estimator.save(path)``.
 
     Raises FileNotFoundError for a missing file and ValueError for a corrupt, foreign or inconsistent

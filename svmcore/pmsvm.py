@@ -37,6 +37,7 @@ from __future__ import annotations
 import math
 import numbers
 import warnings
+from typing import TYPE_CHECKING
 
 import numba as nb
 import numpy as np
@@ -64,6 +65,11 @@ from .validation import (
 from .base import BaseEstimator, ClassifierMixin
 from .multiclass import ovo_pairs, ovo_votes
 
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike
+
+    from .validation import ClassWeight, MatrixLike, RandomStateLike
+
 PAPER_ANCHORS = (0.01, 0.06, 0.75)  # Eq. (31), in units of x_max (each feature's own)
 OFFSET_B = 0.05  # b in e(q) = (1, ln(q + b), ln^2(q + b)), Eq. (25)
 MAX_ANCHORS = 10  # beyond this the polynomial basis in t is ill-conditioned and gains nothing
@@ -73,7 +79,7 @@ TABLE_MAX_BYTES = 256 * 2**20
 
 
 # --- power means and the exact kernel ------------------------------------------------------------
-def check_p(p):
+def check_p(p: object) -> float:
     """Return ``p`` as float if it is a supported power-mean exponent: -inf <= p <= 0.
 
     Raises TypeError for a non-number and ValueError for NaN or p > 0 (for p > 0 the power mean is not
@@ -98,7 +104,7 @@ def check_p(p):
     return p
 
 
-def check_nonnegative(X, name="X"):
+def check_nonnegative(X: np.ndarray | sp.spmatrix, name: str = "X") -> None:
     """Raise ValueError unless every entry of ``X`` (array or CSR matrix) is >= 0."""
     data = X.data if sp.issparse(X) else X
     if data.size and data.min() < 0:
@@ -108,7 +114,7 @@ def check_nonnegative(X, name="X"):
         )
 
 
-def power_mean(a, c, p):
+def power_mean(a: ArrayLike, c: ArrayLike, p: float) -> np.ndarray:
     """Elementwise power mean M_p(a, c) of nonnegative arrays (broadcast), float64; 0 where a or c is 0."""
     a, c = np.broadcast_arrays(np.asarray(a, dtype=np.float64), np.asarray(c, dtype=np.float64))
     out = np.zeros(a.shape)
@@ -171,7 +177,7 @@ def _power_mean_kernel_sparse(x_ptr, x_ind, x_val, y_ptr, y_ind, y_val, p, out):
                         o[y_ind[r]] += _pm(a, c, p)
 
 
-def power_mean_kernel(X, Y=None, p=-1.0):
+def power_mean_kernel(X: MatrixLike, Y: MatrixLike | None = None, p: float = -1.0) -> np.ndarray:
     """Exact additive power mean kernel K[i, j] = sum_k M_p(X[i, k], Y[j, k]), (n_x, n_y) float64.
 
     X (n_x, d) and Y (n_y, d): nonnegative arrays or sparse matrices. Dense input costs O(n_x n_y d), the
@@ -203,7 +209,7 @@ def power_mean_kernel(X, Y=None, p=-1.0):
 
 
 # --- the regression approximation (Eq. 25-31, 40, 41) ---------------------------------------------
-def pmsvm_anchors(n_anchors=3):
+def pmsvm_anchors(n_anchors: int = 3) -> np.ndarray:
     """Anchor points c_k in units of x_max, (n_anchors,) float64.
 
     n_anchors = 3: the paper's (0.01, 0.06, 0.75) (Eq. 31). Otherwise (2..10): Chebyshev nodes of the
@@ -219,7 +225,7 @@ def pmsvm_anchors(n_anchors=3):
     return np.sort(np.exp(t) - OFFSET_B)
 
 
-def explanatory_variables(u, n_basis):
+def explanatory_variables(u: ArrayLike, n_basis: int) -> np.ndarray:
     """e(u) = (1, t, ..., t^(n_basis-1)), t = ln(u + b): (..., n_basis) float64 for u in units of x_max.
 
     Eq. (25) with n_basis = 3. Zeros of u map to a zero row (k(0, x) = 0 exactly, no regression there).
@@ -237,7 +243,7 @@ def explanatory_variables(u, n_basis):
     return e
 
 
-def regression_weights(u, anchors, p):
+def regression_weights(u: ArrayLike, anchors: np.ndarray, p: float) -> np.ndarray:
     """beta(u) = pinv(E) m(u), m(u)_k = M_p(c_k, u): (..., n_basis) float64 (Eq. 28-30).
 
     The regression of k(., u) on e(.) fitted at the anchors; k~(q, u) = e(q)^T beta(u). Zeros map to 0.
@@ -247,7 +253,7 @@ def regression_weights(u, anchors, p):
     return m @ np.linalg.pinv(E).T
 
 
-def check_x_max(x_max, d, name="x_max"):
+def check_x_max(x_max: ArrayLike, d: int, name: str = "x_max") -> np.ndarray:
     """The feature units as a (d,) float64 array: ``x_max`` is a positive number (one unit for all features, as
     models before per-feature units had) or a (d,) array of them. Raises ValueError for another shape, NaN,
     infinity or a unit <= 0, TypeError for non-numbers."""
@@ -267,7 +273,9 @@ def check_x_max(x_max, d, name="x_max"):
     return a
 
 
-def approx_kernel(Q, X, p=-1.0, n_anchors=3, x_max=1.0):
+def approx_kernel(
+    Q: MatrixLike, X: MatrixLike, p: float = -1.0, n_anchors: int = 3, x_max: ArrayLike = 1.0
+) -> np.ndarray:
     """Non-symmetric PmSVM kernel approximation of Eq. (40), (n_q, n_x) float64.
 
     K~[i, j] = sum_k s_k e(Q[i, k] / s_k)^T beta(X[j, k] / s_k), s = x_max: the first argument is the
@@ -292,7 +300,7 @@ def approx_kernel(Q, X, p=-1.0, n_anchors=3, x_max=1.0):
     return np.einsum("idb,jdb->ij", e, beta)
 
 
-def approximation_error(p=-1.0, n_anchors=3, step=0.01):
+def approximation_error(p: float = -1.0, n_anchors: int = 3, step: float = 0.01) -> dict[str, float]:
     """Relative deviation of the per-dimension approximation k~(a, c) from M_p(a, c) on a grid of (0, 1]^2.
 
     The grid holds a, c in {step, 2 step, ..., 1}, step in [0.001, 0.5]. Returns a dict: ``mean_relative`` = mean of
@@ -354,7 +362,7 @@ def _lut_csr(indptr, indices, data, table, inv_step, intercept, out):
             _lut_add(out, i, table, j, data[q] * inv_step[j])
 
 
-def lut_decision(X, table, x_max, intercept):
+def lut_decision(X: MatrixLike, table: ArrayLike, x_max: ArrayLike, intercept: ArrayLike) -> np.ndarray:
     """Score feature vectors with a PmSVM lookup table in O(d) per vector: (n, n_models) float64.
 
     For each model m: f_m(x) = intercept[m] + sum_j T_m,j(x_j), where T_m,j linearly interpolates the
@@ -1087,7 +1095,7 @@ class PmSVM(ClassifierMixin, BaseEstimator):
     _params_added_later = {"class_weight": None}
 
     @property
-    def n_features_in_(self):
+    def n_features_in_(self) -> int:
         """Number of features seen in fit (from ``coef_``). Raises :class:`svmcore.NotFittedError` (also an
         AttributeError: ``hasattr`` is False, as scikit-learn expects) before fit."""
         check_fitted(self, "coef_")
@@ -1095,18 +1103,18 @@ class PmSVM(ClassifierMixin, BaseEstimator):
 
     def __init__(
         self,
-        C=1.0,
-        p=-1.0,
-        n_anchors=3,
-        lut_bins=1000,
-        tol=0.1,
-        max_iter=100,
-        random_state=None,
-        solver="dcd",
-        multi_class="ovr",
-        loss="hinge",
-        class_weight=None,
-    ):
+        C: float = 1.0,
+        p: float = -1.0,
+        n_anchors: int = 3,
+        lut_bins: int | None = 1000,
+        tol: float = 0.1,
+        max_iter: int = 100,
+        random_state: RandomStateLike = None,
+        solver: str = "dcd",
+        multi_class: str = "ovr",
+        loss: str = "hinge",
+        class_weight: ClassWeight = None,
+    ) -> None:
         self.C = C
         self.p = p
         self.n_anchors = n_anchors
@@ -1179,7 +1187,7 @@ class PmSVM(ClassifierMixin, BaseEstimator):
         check_nonnegative(X, name)
         return X
 
-    def fit(self, X, y, sample_weight=None):
+    def fit(self, X: MatrixLike, y: ArrayLike, sample_weight: ArrayLike | None = None) -> PmSVM:
         """Train on X (n, d) nonnegative float array or CSR matrix and labels y (n,); returns self.
 
         sample_weight: (n,) >= 0 or None; row i's loss weighs C * class_weight[y_i] * sample_weight[i] (its
@@ -1304,7 +1312,7 @@ class PmSVM(ClassifierMixin, BaseEstimator):
         return self
 
     @property
-    def table_(self):
+    def table_(self) -> np.ndarray:
         """The lookup table (n_models, d, lut_bins) float64 for the current lut_bins, built from coef_ at the first
         access and cached; AttributeError if there is none (not fitted, lut_bins None, or beyond TABLE_MAX_BYTES)."""
         check_fitted(self, "coef_")
@@ -1356,7 +1364,7 @@ class PmSVM(ClassifierMixin, BaseEstimator):
             (e.ravel(), indices, X.indptr.astype(np.int64) * n_basis), shape=(X.shape[0], X.shape[1] * n_basis)
         )
 
-    def decision_function(self, X):
+    def decision_function(self, X: MatrixLike) -> np.ndarray:
         """Decision values: (n,) for two classes (> 0 means classes_[1]), else (n, n_classes).
 
         Multiclass "ovr": the per-class decision values; "ovo": votes per class plus the summed pairwise
@@ -1382,7 +1390,7 @@ class PmSVM(ClassifierMixin, BaseEstimator):
             return out[:, 0]
         return out if self._param("multi_class") == "ovr" else ovo_votes(out, self._pairs(), len(self.classes_))
 
-    def predict(self, X):
+    def predict(self, X: MatrixLike) -> np.ndarray:
         """Predicted labels (n,) with the dtype of ``classes_``; errors as :meth:`decision_function`."""
         f = self.decision_function(X)
         if f.ndim == 1:

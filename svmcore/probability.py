@@ -14,9 +14,13 @@
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numba as nb
 import numpy as np
+
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike
 
 MIN_PROB = 1e-7  # LIBSVM clips the pairwise probabilities to [MIN_PROB, 1 - MIN_PROB] before coupling
 
@@ -82,7 +86,9 @@ def _fit_sigmoid(f, pos, max_iter, min_step, sigma, eps):
     return A, B
 
 
-def fit_sigmoid(f, y, *, max_iter=100, min_step=1e-10, sigma=1e-12, eps=1e-5):
+def fit_sigmoid(
+    f: ArrayLike, y: ArrayLike, *, max_iter: int = 100, min_step: float = 1e-10, sigma: float = 1e-12, eps: float = 1e-5
+) -> tuple[float, float]:
     """Fit P(y = +1 | f) = 1 / (1 + exp(A f + B)) to decision values; return (A, B) as floats.
 
     f: (n,) float decision values (out-of-sample ones, e.g. from cross-validation); y: (n,) labels, positive
@@ -107,7 +113,7 @@ def fit_sigmoid(f, y, *, max_iter=100, min_step=1e-10, sigma=1e-12, eps=1e-5):
     return float(A), float(B)
 
 
-def sigmoid_predict(f, A, B):
+def sigmoid_predict(f: ArrayLike, A: ArrayLike, B: ArrayLike) -> np.ndarray | np.float64:
     """1 / (1 + exp(A f + B)) elementwise, float64 of the broadcast shape of f, A, B, computed from exp(-|A f + B|)
     so that it neither overflows nor cancels (LIBSVM's sigmoid_predict)."""
     z = np.asarray(f, dtype=np.float64) * A + B
@@ -158,7 +164,15 @@ def _couple(R, pairs, n_classes, eps, max_iter, out, n_iter):
         n_iter[s] = it
 
 
-def pairwise_coupling(R, pairs, n_classes, *, eps=None, max_iter=None, return_n_iter=False):
+def pairwise_coupling(
+    R: ArrayLike,
+    pairs: ArrayLike,
+    n_classes: int,
+    *,
+    eps: float | None = None,
+    max_iter: int | None = None,
+    return_n_iter: bool = False,
+) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
     """Class probabilities (n, n_classes) float64 from pairwise ones, Wu, Lin, Weng (2004), method 2.
 
     R: (n, m) float64 in (0, 1), R[s, e] = r_ba = P(class b | class a or b, x_s) for pair e = (a, b) of

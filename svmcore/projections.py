@@ -252,7 +252,7 @@ def _k(k, m):
     return int(k)
 
 
-def project_topk_cone(a, k, rho=0.0):
+def project_topk_cone(a: np.ndarray, k: int, rho: float = 0.0) -> np.ndarray:
     """Biased projection onto the top-k cone: argmin_x ||a - x||^2 + rho <1, x>^2 s.t. 0 <= x_i <= <1, x>/k.
 
     a: (m,) float array (copied to float64); k: integer 1 <= k <= m; rho >= 0. Returns (m,) float64.
@@ -268,7 +268,7 @@ def project_topk_cone(a, k, rho=0.0):
     return x
 
 
-def project_topk_simplex(a, k, r=1.0, rho=0.0):
+def project_topk_simplex(a: np.ndarray, k: int, r: float = 1.0, rho: float = 0.0) -> np.ndarray:
     """Biased projection onto the top-k simplex Delta_k(r) = {x : <1, x> <= r, 0 <= x_i <= <1, x>/k}.
 
     Solves argmin_x ||a - x||^2 + rho <1, x>^2 over Delta_k(r); rho = 1 is the Prox-SDCA step of the top-k
@@ -286,7 +286,7 @@ def project_topk_simplex(a, k, r=1.0, rho=0.0):
     return x
 
 
-def project_simplex(a, r=1.0):
+def project_simplex(a: np.ndarray, r: float = 1.0) -> np.ndarray:
     """Projection onto the simplex Delta(r) = {x : x >= 0, <1, x> <= r} (Delta_1(r) of the paper, k = 1).
 
     a: (m,) float array; r > 0. Returns (m,) float64: max(a, 0) if that sums to <= r, else the knapsack
@@ -295,7 +295,7 @@ def project_simplex(a, r=1.0):
     return project_topk_simplex(a, 1, r, 0.0)
 
 
-def project_knapsack(a, hi, r=1.0, rho=0.0):
+def project_knapsack(a: np.ndarray, hi: float, r: float = 1.0, rho: float = 0.0) -> np.ndarray:
     """Biased projection onto the capped simplex {x : 0 <= x_i <= hi, <1, x> <= r}.
 
     Solves argmin_x ||a - x||^2 + rho <1, x>^2 (a continuous quadratic knapsack problem); with hi = r/k and

@@ -14,7 +14,7 @@ whole first (:func:`in_memory_pays`).
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numba as nb
 import numpy as np
@@ -22,6 +22,13 @@ import scipy.sparse as sp
 
 from .validation import check_finite_fit
 from .kernels import KernelSpec, centres, kernel_block, kernel_diagonal, row_norms_sq, shift_csr, sparse_centre
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from numpy.typing import ArrayLike, DTypeLike
+
+    from .kernels import CentredGram, Gram
 
 
 class QMatrix(Protocol):
@@ -81,7 +88,7 @@ class ColumnCache:
 
     in_memory = False
 
-    def __init__(self, n, cache_mb, min_columns, dtype=np.float32):
+    def __init__(self, n: int, cache_mb: float, min_columns: int, dtype: DTypeLike = np.float32) -> None:
         self.n_slots = max(min(_slots(n, cache_mb, dtype), n), min_columns)
         self.data = np.empty((self.n_slots, n), dtype=dtype)
         self.slot_of = np.full(n, -1, dtype=np.int64)
@@ -92,7 +99,7 @@ class ColumnCache:
         self.n_filled = 0  # slots [0, n_filled) have been used; the rest never were
 
     @classmethod
-    def in_memory_cache(cls, block):
+    def in_memory_cache(cls, block: np.ndarray) -> ColumnCache:
         """A cache over Q given whole, ``block`` (n, n) (column j as row j), for problems whose columns all fit
         (:func:`in_memory_pays`): slot j holds column j, and ``slot_of``, ``owner``, ``full`` and ``last_used`` record
         which columns count as cached, and on which active set, as :meth:`insert` would have left them had each
@@ -112,14 +119,14 @@ class ColumnCache:
         self.n_filled = n
         return self
 
-    def drop_partial(self):
+    def drop_partial(self) -> None:
         """Forget columns computed only over the shrunk active set (they lack rows that unshrinking needs)."""
         partial = np.flatnonzero(~self.full & (self.owner >= 0))
         self.slot_of[self.owner[partial]] = -1
         self.owner[partial] = -1
         self.last_used[partial] = 0
 
-    def insert(self, idx, block, active, clock):
+    def insert(self, idx: np.ndarray, block: np.ndarray, active: np.ndarray, clock: int) -> None:
         """Store rows ``block`` (len(idx), len(active)) as columns ``idx``, evicting the least recently
         used slots not touched at ``clock`` (those hold the current working set)."""
         m = len(idx)
@@ -148,7 +155,7 @@ def _slots(n, cache_mb, dtype):
     return int(cache_mb * 2**20 // (np.dtype(dtype).itemsize * max(n, 1)))
 
 
-def cache_holds(n, cache_mb, dtype):
+def cache_holds(n: int, cache_mb: float, dtype: DTypeLike) -> bool:
     """Whether a :class:`ColumnCache` of ``cache_mb`` holds all n columns of an n-variable Q of ``dtype``: then it never
     evicts a column it still needs, and a Q given whole gives the same iterates (``ColumnCache.in_memory_cache``)."""
     return _slots(n, cache_mb, dtype) >= n
@@ -157,7 +164,7 @@ def cache_holds(n, cache_mb, dtype):
 IN_MEMORY_ROWS = 256  # Q of up to this many variables is computed whole
 
 
-def in_memory_pays(n, request, cache_mb, dtype):
+def in_memory_pays(n: int, request: int, cache_mb: float, dtype: DTypeLike) -> bool:
     """Whether the solver computes an n-variable Q whole before it starts (:meth:`ColumnCache.in_memory_cache`):
     n <= IN_MEMORY_ROWS, where the first requests (``request`` columns each: the working set and its prefetch)
     take most columns anyway and Python's round trips per request cost more than the columns, and the cache
@@ -172,7 +179,7 @@ def in_memory_pays(n, request, cache_mb, dtype):
 EPS32 = float(np.finfo(np.float32).eps)  # once: np.finfo costs microseconds, and solve asks for every pair
 
 
-def float32_columns_suffice(C_max, diag_max, tol, rel_error=None):
+def float32_columns_suffice(C_max: float, diag_max: float, tol: float, rel_error: float | None = None) -> bool:
     """Whether float32 columns can reach the stopping rule's ``tol``. A support vector at its bound C moves
     every gradient entry by C Q_ij, which float32 storage rounds by up to about C max_i Q_ii eps32 (eps32 =
     1.2e-7); from ``tol`` on, the solver would certify a violation it cannot see. Then the columns are float64
@@ -217,7 +224,14 @@ class KernelQ:
 
     whole = False
 
-    def __init__(self, X, spec: KernelSpec, y=None, dtype=np.float32, rows=None):
+    def __init__(
+        self,
+        X: np.ndarray | sp.spmatrix | Gram | CentredGram,
+        spec: KernelSpec,
+        y: ArrayLike | None = None,
+        dtype: DTypeLike = np.float32,
+        rows: np.ndarray | None = None,
+    ) -> None:
         self._args = (X, spec, y)
         self.dtype = np.dtype(dtype)
         self.centre = self.columns = None
@@ -267,11 +281,11 @@ class KernelQ:
         self.column_rel_error = EPS32 if exact else EPS32 * max(1.0, 2.0 * spec.gamma * float(self.sq.max(initial=0.0)))
         self._active_key = None  # the row set _X_active was cut for
 
-    def float64(self):
+    def float64(self) -> KernelQ:
         """The same Q with float64 columns (see :func:`float32_columns_suffice`)."""
         return KernelQ(*self._args, dtype=np.float64, rows=self.index)
 
-    def rho_shift(self, alpha):
+    def rho_shift(self, alpha: np.ndarray) -> float:
         """What rho of the uncentred problem adds to the solver's: <mean, w> with w = sum_i alpha_i y_i x_i
         over the original rows (0 where they were not centred; SVM decision value w'x - rho)."""
         if self.spec.kind != "linear":
@@ -286,7 +300,7 @@ class KernelQ:
         # turned into a wrong intercept (pendigits + 1e7)
         return float((alpha * self.y) @ (self.X @ self.centre))
 
-    def rows(self, idx, active):
+    def rows(self, idx: np.ndarray, active: np.ndarray) -> np.ndarray:
         """Q[idx][:, active] as a (len(idx), len(active)) array of ``dtype``; ``active`` increasing indices."""
         key = self._active_key
         # keyed by the rows themselves, not their number: the solver also asks for the rows of the shrunk
@@ -311,7 +325,7 @@ class KernelQ:
             out *= self._y_active[None, :]
         return out
 
-    def reset(self):
+    def reset(self) -> None:
         """Drop the cached active-set arrays (called when the solver unshrinks; :meth:`rows` checks its key anyway)."""
         self._active_key = None
 
@@ -326,7 +340,7 @@ class PrecomputedQ:
 
     whole = False
 
-    def __init__(self, M, y=None, dtype=np.float32):
+    def __init__(self, M: ArrayLike, y: ArrayLike | None = None, dtype: DTypeLike = np.float32) -> None:
         self._args = (M, y)  # the caller's matrix, no copy
         M = np.asarray(M, dtype=np.float64)
         if M.ndim != 2 or M.shape[0] != M.shape[1]:
@@ -339,21 +353,21 @@ class PrecomputedQ:
         self.n = M.shape[0]
         self.diagonal = np.diag(M).copy()
 
-    def float64(self):
+    def float64(self) -> PrecomputedQ:
         """The same Q stored in float64 (see :func:`float32_columns_suffice`)."""
         return self if self.dtype == np.float64 else PrecomputedQ(*self._args, dtype=np.float64)
 
-    def rows(self, idx, active):
+    def rows(self, idx: np.ndarray, active: np.ndarray) -> np.ndarray:
         """Q[idx][:, active] of ``dtype``, (len(idx), len(active)): the columns idx restricted to the active set."""
         if len(active) == self.n:
             return self.Q[idx]
         return self.Q[np.ix_(idx, active)]
 
-    def rho_shift(self, alpha):
+    def rho_shift(self, alpha: np.ndarray) -> float:
         """0.0: the matrix is used as given (see :meth:`KernelQ.rho_shift`)."""
         return 0.0
 
-    def reset(self):
+    def reset(self) -> None:
         """Nothing to invalidate: Q is held whole."""
 
 
@@ -365,29 +379,37 @@ class DenseQ:
 
     whole = True
 
-    def __init__(self, block, diagonal, *, wide=None, rho_shift=None, column_rel_error=EPS32):
+    def __init__(
+        self,
+        block: np.ndarray,
+        diagonal: np.ndarray,
+        *,
+        wide: np.ndarray | None = None,
+        rho_shift: Callable[[np.ndarray], float] | None = None,
+        column_rel_error: float = EPS32,
+    ) -> None:
         self.block, self.wide = block, wide
         self.n, self.dtype = block.shape[0], block.dtype
         self.diagonal = diagonal
         self.column_rel_error = column_rel_error
         self._rho_shift = rho_shift
 
-    def rows(self, idx, active):
+    def rows(self, idx: np.ndarray, active: np.ndarray) -> np.ndarray:
         """Q[idx][:, active] (the block itself where both are everything: no copy)."""
         if len(idx) == self.n and len(active) == self.n:
             return self.block
         return self.block[np.ix_(idx, active)]
 
-    def float64(self):
+    def float64(self) -> DenseQ:
         """The float64 twin given, else the block converted."""
         if self.dtype == np.float64:
             return self
         wide = self.block.astype(np.float64) if self.wide is None else self.wide
         return DenseQ(wide, self.diagonal, rho_shift=self._rho_shift, column_rel_error=self.column_rel_error)
 
-    def rho_shift(self, alpha):
+    def rho_shift(self, alpha: np.ndarray) -> float:
         """The rho shift of the Q-matrix the block was cut from (0.0 without one)."""
         return 0.0 if self._rho_shift is None else self._rho_shift(alpha)
 
-    def reset(self):
+    def reset(self) -> None:
         """Nothing to invalidate: Q is held whole."""

@@ -11,13 +11,17 @@ A detector trained on 10^5 windows with 10^4-10^5 support vectors is stored in d
 from __future__ import annotations
 
 import copy
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .validation import check_fitted
 
+if TYPE_CHECKING:
+    from .svc import SVC
 
-def reduce_quadratic(svc, rtol=1e-12):
+
+def reduce_quadratic(svc: SVC, rtol: float = 1e-12) -> SVC:
     """The same decision function as a binary ``svc`` (kernel "poly", degree 2, coef0 != 0) with at most d + 1
     support vectors (Burges 1996).
 

@@ -174,7 +174,9 @@ def topk_losses(S, y, k, beta):
     return out
 
 
-def objectives(S, A, y, k, C, beta, w_sq):
+def objectives(
+    S: np.ndarray, A: np.ndarray, y: np.ndarray, k: int, C: float, beta: float, w_sq: float
+) -> tuple[float, float, np.ndarray]:
     """Primal and dual objective values and per-example losses (n,), from scores S = X W (n, m), dual
     variables A (n, m) and w_sq = ||W||_F^2."""
     losses = topk_losses(S, y, k, beta)

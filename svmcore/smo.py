@@ -21,6 +21,7 @@ from __future__ import annotations
 import time
 import warnings
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numba as nb
 import numpy as np
@@ -28,6 +29,13 @@ import numpy as np
 from .validation import ConvergenceWarning
 from .kernels import pairwise_sum
 from .qmatrix import ColumnCache, float32_columns_suffice, in_memory_pays
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from numpy.typing import ArrayLike
+
+    from .qmatrix import QMatrix
 
 TAU = 1e-12
 # what _iterate and _drive return: converged (on the active set / on all variables), columns to fetch, a budget of
@@ -620,7 +628,7 @@ def solve_in_memory(Qmem, p, y, C, alpha, diag, tol, working_set_size, shrinking
     return G, converged, max(violation, 0.0), io[_N_ITER], io[_N_INNER], io[_HITS], io[_MISSES]
 
 
-def warn_not_converged(max_iter, n_inner, violation, tol, stacklevel=3):
+def warn_not_converged(max_iter: int | None, n_inner: int, violation: float, tol: float, stacklevel: int = 3) -> None:
     """The ConvergenceWarning of a solve stopped by ``max_iter`` (None: by the pair-step cap after n_inner steps)."""
     where = (
         f"at max_iter={max_iter}"
@@ -635,19 +643,19 @@ def warn_not_converged(max_iter, n_inner, violation, tol, stacklevel=3):
 
 
 def solve(
-    Q,
-    p,
-    y,
-    C,
-    alpha0,
+    Q: QMatrix,
+    p: ArrayLike,
+    y: ArrayLike,
+    C: ArrayLike,
+    alpha0: ArrayLike,
     *,
-    tol=1e-3,
-    working_set_size=None,
-    cache_size=200.0,
-    shrinking=True,
-    max_iter=None,
-    callback=None,
-    verbose=False,
+    tol: float = 1e-3,
+    working_set_size: int | None = None,
+    cache_size: float = 200.0,
+    shrinking: bool = True,
+    max_iter: int | None = None,
+    callback: Callable[[dict], None] | None = None,
+    verbose: bool = False,
 ) -> SolverResult:
     """Minimise 1/2 a'Qa + p'a subject to y'a = y'alpha0 and 0 <= a <= C by working-set decomposition.
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import time
 import types
+from typing import TYPE_CHECKING
 
 import numba as nb
 import numpy as np
@@ -54,6 +55,13 @@ from .multiclass import ovo_pairs, ovo_votes
 from .probability import MIN_PROB, _fit_sigmoid, fit_sigmoid, pairwise_coupling, sigmoid_predict
 from .qmatrix import EPS32, IN_MEMORY_ROWS, DenseQ, KernelQ, PrecomputedQ, cache_holds, float32_columns_suffice
 from .smo import SolverResult, compute_rho, solve, solve_in_memory, warn_not_converged
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from numpy.typing import ArrayLike
+
+    from .validation import ClassWeight, MatrixLike, RandomStateLike
 
 _THREADED_PAIR_ROWS = 256  # n_jobs > 1 solves pairs on threads where they average this many rows (2n / k) or more
 # pairs of classes of up to this many rows, on a Gram, are solved from their kernel block, cut once (_PairBlock)
@@ -793,23 +801,23 @@ class SVC(ClassifierMixin, _KernelSVM):
 
     def __init__(
         self,
-        C=1.0,
-        kernel="rbf",
-        degree=3,
-        gamma="scale",
-        coef0=0.0,
-        tol=1e-3,
-        cache_size=200,
-        working_set_size=None,
-        shrinking=True,
-        max_iter=None,
-        verbose=False,
-        callback=None,
-        class_weight=None,
-        probability=False,
-        random_state=None,
-        n_jobs=None,
-    ):
+        C: float = 1.0,
+        kernel: str = "rbf",
+        degree: int = 3,
+        gamma: float | str = "scale",
+        coef0: float = 0.0,
+        tol: float = 1e-3,
+        cache_size: float = 200,
+        working_set_size: int | None = None,
+        shrinking: bool = True,
+        max_iter: int | None = None,
+        verbose: bool = False,
+        callback: Callable[[dict], None] | None = None,
+        class_weight: ClassWeight = None,
+        probability: bool = False,
+        random_state: RandomStateLike = None,
+        n_jobs: int | None = None,
+    ) -> None:
         self.set_params(**{k: v for k, v in locals().items() if k != "self"})
 
     def _check_params(self):
@@ -827,7 +835,7 @@ class SVC(ClassifierMixin, _KernelSVM):
         """Threads for the binary problems, from n_jobs (None: 1, -1: one per core); ValueError if invalid."""
         return 1 if self.n_jobs is None else check_threads(self.n_jobs, "n_jobs", all_cores=True)
 
-    def fit(self, X, y, sample_weight=None):
+    def fit(self, X: MatrixLike, y: ArrayLike, sample_weight: ArrayLike | None = None) -> SVC:
         """Train and return self.
 
         X: (n, d) float array or CSR matrix (trained on a dense copy where that is cheaper and small:
@@ -988,7 +996,7 @@ class SVC(ClassifierMixin, _KernelSVM):
             f[test] = self._binary_decision(X, spec, rows[train], alpha * ys[train], -rho, rows[test], gram)
         return f, ys
 
-    def decision_function(self, X):
+    def decision_function(self, X: MatrixLike) -> np.ndarray:
         """Decision values: (n,) float64 for two classes, f(x) = sum_i dual_coef_i K(sv_i, x) + intercept_
         (> 0 means classes_[1]); (n, k) for k > 2 classes, the one-vs-one votes plus a tie-break in
         (-1/3, 1/3) (scikit-learn's "ovr" shape). X as in fit ((n, n_train) kernel values for
@@ -999,7 +1007,7 @@ class SVC(ClassifierMixin, _KernelSVM):
         return F[:, 0] if F.shape[1] == 1 else ovo_votes(F, ovo_pairs(len(self.classes_)), len(self.classes_))
 
     @property
-    def n_support_(self):
+    def n_support_(self) -> np.ndarray:
         """Support vectors per class, (k,) int64 in classes_ order: a row's class is read from the sign of its
         coefficient in any model it belongs to (y = +1 for classes_[b] of pair (a, b)). Raises
         :class:`svmcore.NotFittedError` before fit."""
@@ -1012,7 +1020,7 @@ class SVC(ClassifierMixin, _KernelSVM):
             np.int64
         )
 
-    def predict(self, X):
+    def predict(self, X: MatrixLike) -> np.ndarray:
         """Class labels (n,) from classes_: for two classes classes_[1] where decision_function(X) > 0, else
         the class with the most one-vs-one votes, a tie going to the more confident class (scikit-learn's
         ``SVC(break_ties=True)``; LIBSVM gives it to the first class). This stays the rule with
@@ -1022,7 +1030,7 @@ class SVC(ClassifierMixin, _KernelSVM):
         return self.classes_[(f > 0).astype(int) if f.ndim == 1 else np.argmax(f, axis=1)]
 
     @_if_probability
-    def predict_proba(self, X):
+    def predict_proba(self, X: MatrixLike) -> np.ndarray:
         """Class probabilities (n, k) float64, columns in classes_ order, rows summing to 1 (LIBSVM's method).
 
         Each pair's decision value f_m goes through its sigmoid, r = 1 / (1 + exp(probA_ f_m + probB_)),
@@ -1045,7 +1053,7 @@ class SVC(ClassifierMixin, _KernelSVM):
         return pairwise_coupling(R, ovo_pairs(k), k)
 
     @_if_probability
-    def predict_log_proba(self, X):
+    def predict_log_proba(self, X: MatrixLike) -> np.ndarray:
         """log of :meth:`predict_proba`, (n, k) float64 (finite: the pairwise probabilities are clipped)."""
         return np.log(self.predict_proba(X))
 
@@ -1105,19 +1113,19 @@ class OneClassSVM(_KernelSVM):
 
     def __init__(
         self,
-        nu=0.5,
-        kernel="rbf",
-        degree=3,
-        gamma="scale",
-        coef0=0.0,
-        tol=1e-3,
-        cache_size=200,
-        working_set_size=None,
-        shrinking=True,
-        max_iter=None,
-        verbose=False,
-        callback=None,
-    ):
+        nu: float = 0.5,
+        kernel: str = "rbf",
+        degree: int = 3,
+        gamma: float | str = "scale",
+        coef0: float = 0.0,
+        tol: float = 1e-3,
+        cache_size: float = 200,
+        working_set_size: int | None = None,
+        shrinking: bool = True,
+        max_iter: int | None = None,
+        verbose: bool = False,
+        callback: Callable[[dict], None] | None = None,
+    ) -> None:
         self.set_params(**{k: v for k, v in locals().items() if k != "self"})
 
     def _check_params(self):
@@ -1126,7 +1134,7 @@ class OneClassSVM(_KernelSVM):
         super()._check_params()
         return nu
 
-    def fit(self, X, y=None, sample_weight=None):
+    def fit(self, X: MatrixLike, y: object = None, sample_weight: ArrayLike | None = None) -> OneClassSVM:
         """Train and return self. X: (n, d) float array or CSR, n >= 2 (or an (n, n) precomputed kernel);
         y is ignored; sample_weight: (n,) >= 0 (None: ones), the per-row upper bounds of alpha, with
         sum(alpha) = nu * sum(sample_weight). Raises ValueError / TypeError as :meth:`SVC.fit`."""
@@ -1141,35 +1149,35 @@ class OneClassSVM(_KernelSVM):
         return self
 
     @property
-    def n_support_(self):
+    def n_support_(self) -> np.ndarray:
         """[number of support vectors], (1,) int64, as scikit-learn's OneClassSVM gives it. Raises
         :class:`svmcore.NotFittedError` before fit."""
         check_fitted(self, "support_")
         return np.array([len(self.support_)], dtype=np.int64)
 
     @property
-    def offset_(self):
+    def offset_(self) -> float:
         """rho (float): decision_function = score_samples - offset_. Raises :class:`svmcore.NotFittedError` (also
         an AttributeError: ``hasattr`` is False) before fit."""
         check_fitted(self, "intercept_")
         return -self.intercept_[0]
 
-    def score_samples(self, X):
+    def score_samples(self, X: MatrixLike) -> np.ndarray:
         """Raw scores sum_i alpha_i K(sv_i, x), shape (n,) float64 (scikit-learn's convention). Raises as
         :meth:`decision_function`."""
         return self.decision_function(X) + self.offset_
 
-    def predict(self, X):
+    def predict(self, X: MatrixLike) -> np.ndarray:
         """+1 for inliers (decision_function(X) >= 0), -1 for outliers; shape (n,) int. Raises as
         :meth:`decision_function`."""
         return np.where(self.decision_function(X) >= 0, 1, -1)
 
-    def fit_predict(self, X, y=None, sample_weight=None):
+    def fit_predict(self, X: MatrixLike, y: object = None, sample_weight: ArrayLike | None = None) -> np.ndarray:
         """fit(X) then predict(X): +1 / -1 per training row, shape (n,) int."""
         return self.fit(X, sample_weight=sample_weight).predict(X)
 
 
-def initial_one_class_alpha(total, upper):
+def initial_one_class_alpha(total: float, upper: ArrayLike) -> np.ndarray:
     """A feasible start for sum(a) = total, 0 <= a <= upper: fill the first variables to their bound
     (LIBSVM's one-class initialisation). Raises ValueError if total exceeds sum(upper)."""
     upper = np.asarray(upper, dtype=np.float64)

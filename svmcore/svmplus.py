@@ -15,6 +15,7 @@ biases into w and w* by a constant feature (Eq. 7), which removes the dual's equ
 from __future__ import annotations
 
 import warnings
+from typing import TYPE_CHECKING
 
 import numpy as np
 import scipy.linalg
@@ -43,6 +44,12 @@ from .kernels import (
     resolve_kernel,
     row_norms_sq,
 )
+
+if TYPE_CHECKING:
+    import scipy.sparse as sp
+    from numpy.typing import ArrayLike
+
+    from .validation import MatrixLike, RandomStateLike
 
 
 def _check_fit_input(X, X_star, y):
@@ -105,7 +112,14 @@ class LinearSVMPlus(_Classifier, BaseEstimator):
     _state_arrays = ("coef_", "coef_star_", "classes_")
     _state_meta = ("intercept_", "intercept_star_", "objective_", "n_iter_", "kkt_violation_", "n_features_in_")
 
-    def __init__(self, C=1.0, gamma=1.0, tol=1e-2, max_iter=1000, random_state=None):
+    def __init__(
+        self,
+        C: float = 1.0,
+        gamma: float = 1.0,
+        tol: float = 1e-2,
+        max_iter: int = 1000,
+        random_state: RandomStateLike = None,
+    ) -> None:
         self.C = C
         self.gamma = gamma
         self.tol = tol
@@ -117,7 +131,7 @@ class LinearSVMPlus(_Classifier, BaseEstimator):
         check_scalar(self.max_iter, "max_iter", lo=1, integer=True)
         check_random_state(self.random_state)
 
-    def fit(self, X, X_star, y):
+    def fit(self, X: MatrixLike, X_star: MatrixLike, y: ArrayLike) -> LinearSVMPlus:
         """Train on X (n, d) and privileged X_star (n, d*), float arrays or scipy.sparse; y (n,) two classes.
 
         Raises ValueError for mismatched rows, NaN/inf, features whose squared norms overflow, a single class,
@@ -172,13 +186,13 @@ class LinearSVMPlus(_Classifier, BaseEstimator):
         self._freeze()
         return self
 
-    def decision_function(self, X):
+    def decision_function(self, X: MatrixLike) -> np.ndarray:
         """f(x) = coef_'x + intercept_ for X (m, d) dense or sparse; returns (m,) float64. Raises
         :class:`svmcore.NotFittedError` before fit and ValueError for a wrong number of features, NaN or inf."""
         X = _check_predict_input(self, X, "coef_")
         return np.asarray(X @ self.coef_).ravel() + self.intercept_
 
-    def correcting_function(self, X_star):
+    def correcting_function(self, X_star: MatrixLike) -> np.ndarray:
         """The learned slack model xi(x*) = coef_star_'x* + intercept_star_ for X_star (m, d*); (m,) float64.
         Raises :class:`svmcore.NotFittedError` before fit and ValueError for a wrong number of features, NaN or
         inf."""
@@ -197,7 +211,7 @@ class LinearSVMPlus(_Classifier, BaseEstimator):
             raise ValueError(f"classes_ has shape {self.classes_.shape}, expected (2,)")
 
 
-def mean_distance_gamma(X):
+def mean_distance_gamma(X: np.ndarray | sp.spmatrix) -> float:
     """1 / mean_{i,j} ||x_i - x_j||^2 over all n^2 pairs: the Gaussian-kernel width of Li et al.'s demo.
 
     Computed in O(nd) as 1 / (2 mean ||x_i||^2 - 2 ||mean x||^2). Returns 1.0 if all rows are equal.
@@ -207,7 +221,7 @@ def mean_distance_gamma(X):
     return 1.0 / msd if msd > 1e-12 else 1.0
 
 
-def correcting_gram(K_star_aug, C, gamma):
+def correcting_gram(K_star_aug: np.ndarray, C: float, gamma: float) -> np.ndarray:
     """G = (1/C)(I - (I + (C/gamma) K~*)^-1) of Eq. (22), for the bias-augmented K~* = K* + 1 (n, n).
 
     Computed as the equal form G = (gamma I + C K~*)^-1 K~* by one Cholesky factorisation of the
@@ -231,7 +245,7 @@ def correcting_gram(K_star_aug, C, gamma):
     return 0.5 * (G + G.T)
 
 
-def l2_svmplus_q(K_aug, K_star_aug, y, C, gamma):
+def l2_svmplus_q(K_aug: np.ndarray, K_star_aug: np.ndarray, y: np.ndarray, C: float, gamma: float) -> np.ndarray:
     """Q = H + G of the l2-SVM+ dual (22): H = K~ o yy' with K~ = K + 1, G from :func:`correcting_gram`."""
     return K_aug * np.outer(y, y) + correcting_gram(K_star_aug, C, gamma)
 
@@ -324,8 +338,15 @@ class KernelSVMPlus(_Classifier, BaseEstimator):
     _kernels = ("rbf", "linear")
 
     def __init__(
-        self, C=1.0, gamma=1.0, kernel="rbf", kernel_gamma=None, kernel_star="rbf", kernel_star_gamma=None, tol=1e-3
-    ):
+        self,
+        C: float = 1.0,
+        gamma: float = 1.0,
+        kernel: str = "rbf",
+        kernel_gamma: float | str | None = None,
+        kernel_star: str = "rbf",
+        kernel_star_gamma: float | str | None = None,
+        tol: float = 1e-3,
+    ) -> None:
         self.C = C
         self.gamma = gamma
         self.kernel = kernel
@@ -352,7 +373,7 @@ class KernelSVMPlus(_Classifier, BaseEstimator):
         kernel = self._param("kernel")
         return KernelSpec(kernel, self.kernel_gamma_) if kernel == "rbf" else KernelSpec("linear")
 
-    def fit(self, X, X_star, y):
+    def fit(self, X: MatrixLike, X_star: MatrixLike, y: ArrayLike) -> KernelSVMPlus:
         """Train on X (n, d) and privileged X_star (n, d*), float arrays or scipy.sparse; y (n,) two classes.
 
         Raises ValueError for mismatched rows, NaN/inf, kernel values that overflow (features too large), a
@@ -386,7 +407,7 @@ class KernelSVMPlus(_Classifier, BaseEstimator):
         self._freeze()
         return self
 
-    def decision_function(self, X):
+    def decision_function(self, X: MatrixLike) -> np.ndarray:
         """f(x) = sum_sv dual_coef_ K(sv, x) + intercept_ for X (m, d) dense or sparse; (m,) float64. Raises
         :class:`svmcore.NotFittedError` before fit and ValueError for a wrong number of features, NaN or inf."""
         X = _check_predict_input(self, X, "dual_coef_")

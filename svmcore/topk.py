@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import warnings
+from typing import TYPE_CHECKING
 
 import numpy as np
 import scipy.sparse as sp
@@ -24,6 +25,11 @@ from .validation import (
 from .base import BaseEstimator, ClassifierMixin
 from .kernels import check_fitted_gamma, kernel_block, resolve_kernel, row_norms_sq
 from .sdca import block_violations, cs_fit, kernel_epoch, linear_epoch, objectives
+
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike
+
+    from .validation import MatrixLike, RandomStateLike
 
 # Shrinking schedule (tuned on letter, USPS, sector): after each exact duality-gap check, sweep over the
 # examples whose block is not optimal until their largest step is INNER_DECREASE times the initial one,
@@ -104,17 +110,17 @@ class TopKSVM(ClassifierMixin, BaseEstimator):
 
     def __init__(
         self,
-        k=1,
-        C=1.0,
-        loss="alpha",
-        kernel="linear",
-        gamma="scale",
-        tol=1e-3,
-        max_epochs=1000,
-        random_state=None,
-        fit_intercept=False,
-        intercept_scaling=1.0,
-    ):
+        k: int = 1,
+        C: float = 1.0,
+        loss: str = "alpha",
+        kernel: str = "linear",
+        gamma: float | str = "scale",
+        tol: float = 1e-3,
+        max_epochs: int = 1000,
+        random_state: RandomStateLike = None,
+        fit_intercept: bool = False,
+        intercept_scaling: float = 1.0,
+    ) -> None:
         self.k = k
         self.C = C
         self.loss = loss
@@ -170,7 +176,7 @@ class TopKSVM(ClassifierMixin, BaseEstimator):
         return classes, y_index
 
     # --- training --------------------------------------------------------------------------------------------
-    def fit(self, X, y, classes=None):
+    def fit(self, X: MatrixLike, y: ArrayLike, classes: ArrayLike | None = None) -> TopKSVM:
         """Train on X (n, d) float array (or CSR for kernel="linear"; (n, n) Gram matrix for "precomputed").
 
         y: (n,) labels. classes: optional list of all class labels; every one must occur in y.
@@ -302,7 +308,7 @@ class TopKSVM(ClassifierMixin, BaseEstimator):
         return self
 
     # --- prediction ------------------------------------------------------------------------------------------
-    def class_scores(self, X):
+    def class_scores(self, X: MatrixLike) -> np.ndarray:
         """Class scores W' x + intercept_, (n, m) float64; X as in fit ((n_test, n_train) kernel for "precomputed").
         Raises :class:`svmcore.NotFittedError` before fit and ValueError for a wrong number of features."""
         check_fitted(self, "classes_")
@@ -318,18 +324,18 @@ class TopKSVM(ClassifierMixin, BaseEstimator):
             scores = kernel_block(X, self.support_vectors_, spec) @ self.dual_coef_
         return scores + self.intercept_
 
-    def decision_function(self, X):
+    def decision_function(self, X: MatrixLike) -> np.ndarray:
         """:meth:`class_scores` (n, m); for two classes, scikit-learn's (n,) form: score of classes_[1] minus
         score of classes_[0] (> 0 means classes_[1]). Raises as :meth:`class_scores`."""
         scores = self.class_scores(X)
         return scores[:, 1] - scores[:, 0] if scores.shape[1] == 2 else scores
 
-    def predict(self, X):
+    def predict(self, X: MatrixLike) -> np.ndarray:
         """Top-1 class label per row, (n,) with the dtype of ``classes_``. Raises as :meth:`class_scores`."""
         scores = self.class_scores(X)  # first: it raises NotFittedError before classes_ is read
         return self.classes_[np.argmax(scores, axis=1)]
 
-    def predict_top_k(self, X, k):
+    def predict_top_k(self, X: MatrixLike, k: int) -> np.ndarray:
         """The k highest-scoring labels per row, best first: (n, k). Raises ValueError unless 1 <= k <= m."""
         check_fitted(self, "classes_")
         check_scalar(k, "k", lo=1, hi=self.classes_.size, integer=True)

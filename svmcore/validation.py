@@ -8,12 +8,34 @@ from __future__ import annotations
 
 import math
 import numbers
+from typing import TYPE_CHECKING
 
 import numpy as np
 import scipy.sparse as sp
 
+if TYPE_CHECKING:
+    from collections.abc import Collection
+    from typing import Any, Literal, TypeAlias
 
-def check_array(X, name="X", *, ndim=2, allow_sparse=False, dtype=np.float64, min_rows=1):
+    from numpy.typing import ArrayLike, DTypeLike
+
+    # the estimators' X: an array-like, or a scipy.sparse matrix or array (read as CSR)
+    MatrixLike: TypeAlias = ArrayLike | sp.spmatrix | sp.sparray
+    # random_state: None, a seed (an int >= 0), a numpy Generator or a RandomState
+    RandomStateLike: TypeAlias = int | np.random.Generator | np.random.RandomState | None
+    # class_weight: None, "balanced" or {label: weight >= 0}
+    ClassWeight: TypeAlias = dict[Any, float] | Literal["balanced"] | None
+
+
+def check_array(
+    X: MatrixLike,
+    name: str = "X",
+    *,
+    ndim: int = 2,
+    allow_sparse: bool = False,
+    dtype: DTypeLike = np.float64,
+    min_rows: int = 1,
+) -> np.ndarray | sp.csr_matrix:
     """Return ``X`` as a C-contiguous float array (or, if ``allow_sparse``, a CSR matrix in canonical format:
     sorted indices, duplicate entries summed, as scipy reads them; always a copy of a sparse input).
 
@@ -68,7 +90,7 @@ def check_array(X, name="X", *, ndim=2, allow_sparse=False, dtype=np.float64, mi
     return X
 
 
-def check_precomputed_kernel(K, name="X"):
+def check_precomputed_kernel(K: np.ndarray, name: str = "X") -> None:
     """A training Gram matrix (n, n): square and symmetric to rounding, float32 included
     (|K - K^T| <= 1e-4 max |K|). Dual solvers assume Q = Q^T; on an asymmetric K their updates do not descend
     and can cycle without end. Checked in row blocks, so no n x n temporary. ValueError."""
@@ -82,7 +104,9 @@ def check_precomputed_kernel(K, name="X"):
         )
 
 
-def check_n_features(X, n_features, name="X", owner=None, other=None):
+def check_n_features(
+    X: np.ndarray | sp.spmatrix, n_features: int, name: str = "X", owner: object | None = None, other: str | None = None
+) -> None:
     """Raise ValueError unless ``X`` has ``n_features`` columns: the number seen in fit by ``owner``, or the
     number of columns of the array named ``other`` (the other argument of a kernel function, no model)."""
     if X.shape[1] != n_features:
@@ -92,7 +116,9 @@ def check_n_features(X, n_features, name="X", owner=None, other=None):
         raise ValueError(f"{name} has {X.shape[1]} features, but {who} is expecting {n_features} features as input")
 
 
-def check_labels(y, n_samples, *, name="y", min_classes=2, max_classes=None):
+def check_labels(
+    y: ArrayLike, n_samples: int, *, name: str = "y", min_classes: int = 2, max_classes: int | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """Return ``(classes, y_index)``: sorted unique labels and each sample's class index (int64).
 
     Raises ValueError for a wrong length, NaN, non-integer float or complex labels, a list mixing strings with
@@ -140,7 +166,7 @@ def check_labels(y, n_samples, *, name="y", min_classes=2, max_classes=None):
     return classes, y_index.astype(np.int64)
 
 
-def check_sample_weight(sample_weight, n_samples):
+def check_sample_weight(sample_weight: ArrayLike | None, n_samples: int) -> np.ndarray:
     """Return per-sample weights as float64 (ones if None); ValueError if negative, non-finite or all zero."""
     if sample_weight is None:
         return np.ones(n_samples)
@@ -157,7 +183,16 @@ def check_sample_weight(sample_weight, n_samples):
 INT64_MAX = 2**63 - 1
 
 
-def check_scalar(value, name, *, lo=None, hi=None, lo_open=False, hi_open=False, integer=False):
+def check_scalar(
+    value: object,
+    name: str,
+    *,
+    lo: float | None = None,
+    hi: float | None = None,
+    lo_open: bool = False,
+    hi_open: bool = False,
+    integer: bool = False,
+) -> int | float:
     """Return ``value`` as a Python int (``integer=True``) or float (otherwise, ints included) after checking it is
     a real (or integer) number within the given bounds; numpy scalars of any dtype and other number types
     (Fraction) reach the solvers, numba's included, as plain numbers. TypeError for a non-number, ValueError for
@@ -183,7 +218,9 @@ def check_scalar(value, name, *, lo=None, hi=None, lo_open=False, hi_open=False,
     return value
 
 
-def check_finite_fit(*values, what="the features (or kernel values)", remedy="rescale them, e.g. to [0, 1]"):
+def check_finite_fit(
+    *values: ArrayLike, what: str = "the features (or kernel values)", remedy: str = "rescale them, e.g. to [0, 1]"
+) -> None:
     """Raise ValueError unless every value a fit computed (arrays or numbers: kernel values, the solution) is
     finite: NaN or inf there means ``what`` overflow. Fits call it before storing anything, so that a failed
     fit leaves the earlier model in place."""
@@ -191,7 +228,7 @@ def check_finite_fit(*values, what="the features (or kernel values)", remedy="re
         raise ValueError(f"training gave NaN or infinite values: {what} overflow; {remedy}")
 
 
-def check_random_state(random_state):
+def check_random_state(random_state: object) -> RandomStateLike:
     """Return ``random_state`` after checking it is None, an int >= 0, a numpy Generator or a RandomState
     (TypeError / ValueError otherwise)."""
     if random_state is None or isinstance(random_state, (np.random.Generator, np.random.RandomState)):
@@ -202,7 +239,7 @@ def check_random_state(random_state):
         raise type(err)(f"{err} (expected None, an int >= 0, a numpy Generator or RandomState)") from None
 
 
-def make_rng(random_state):
+def make_rng(random_state: RandomStateLike) -> np.random.Generator:
     """A numpy Generator from a :func:`check_random_state` value: an int (the seed), a Generator (itself), a
     RandomState (seeded by its next draw) or None (seeded by a draw from numpy's global RandomState, so that
     ``np.random.seed`` makes fits reproducible, as scikit-learn's ``random_state=None``)."""
@@ -214,7 +251,7 @@ def make_rng(random_state):
     return np.random.default_rng(random_state)
 
 
-def check_choice(value, name, choices):
+def check_choice(value: object, name: str, choices: Collection[str]) -> str:
     """Return ``value`` if it is one of ``choices``; ValueError naming the allowed values otherwise."""
     if value not in choices:
         raise ValueError(f"{name}: unknown value {value!r}; expected one of {sorted(choices)}")
@@ -230,13 +267,13 @@ class NotFittedError(ValueError, AttributeError):
     """Raised when a model is used before ``fit``; a ValueError and an AttributeError, like scikit-learn's."""
 
 
-def check_fitted(estimator, attribute):
+def check_fitted(estimator: object, attribute: str) -> None:
     """Raise :class:`NotFittedError` if ``estimator`` has no learned ``attribute`` (has not been fitted)."""
     if not hasattr(estimator, attribute):
         raise NotFittedError(f"this {type(estimator).__name__} is not fitted yet; call fit first")
 
 
-def check_class_weight(class_weight):
+def check_class_weight(class_weight: object) -> ClassWeight:
     """Return ``class_weight`` after checking it is None, "balanced" or a dict {label: weight} of finite weights
     >= 0 (the labels are checked against the classes by :func:`class_sample_weight`).
 
@@ -254,7 +291,7 @@ def check_class_weight(class_weight):
     return class_weight
 
 
-def class_sample_weight(class_weight, classes, y_index):
+def class_sample_weight(class_weight: ClassWeight, classes: np.ndarray, y_index: ArrayLike) -> np.ndarray:
     """Per-row weights class_weight[classes[y_index[i]]], (n,) float64, scikit-learn's / LIBSVM's meaning.
 
     class_weight: None (ones), "balanced" (n / (n_classes * bincount(y)), computed on all the rows given,
@@ -285,7 +322,9 @@ def class_sample_weight(class_weight, classes, y_index):
     return per_class[y_index]
 
 
-def row_weights(sample_weight, class_weight, classes, y_index):
+def row_weights(
+    sample_weight: ArrayLike | None, class_weight: ClassWeight, classes: np.ndarray, y_index: np.ndarray
+) -> np.ndarray:
     """Each row's weight sample_weight[i] * class_weight[y_i], (n,) float64: row i's box constraint is C times it.
 
     classes (k,), y_index (n,) int as from :func:`check_labels`. Raises ValueError as
@@ -301,7 +340,7 @@ def row_weights(sample_weight, class_weight, classes, y_index):
     return w
 
 
-def class_weight_to_json(class_weight):
+def class_weight_to_json(class_weight: ClassWeight) -> list[list] | str | None:
     """class_weight as a JSON value for a model header: a dict becomes a list of [label, weight] pairs, since
     JSON object keys are strings and would not compare equal to numeric labels after loading. Labels must be
     numbers, bools or strings (TypeError otherwise, e.g. for bytes)."""
@@ -316,7 +355,7 @@ def class_weight_to_json(class_weight):
     return pairs
 
 
-def class_weight_from_json(value):
+def class_weight_from_json(value: object) -> object:
     """Inverse of :func:`class_weight_to_json`; ValueError for a list that is not [label, weight] pairs.
     Anything else is returned unchanged for the usual hyperparameter checks."""
     if not isinstance(value, list):

@@ -1,5 +1,6 @@
 """facedet.imageio on real photos and on bad or unusual files derived from them."""
 
+import io
 import zlib
 
 import numpy as np
@@ -306,6 +307,17 @@ def test_unsupported_float_mode(tmp_path):
     Image.fromarray(np.zeros((8, 8), np.float32)).save(path)
     with pytest.raises(ImageError, match="float.tif: unsupported pixel mode 'F'"):
         read_grey(path)
+
+
+@pytest.mark.parametrize("read", [read_grey, read_rgb])
+@pytest.mark.parametrize("pixels", [np.zeros((8, 8), np.float32), np.full((8, 8), 70_000, np.int32)])
+def test_unsupported_modes_from_standard_input_are_image_errors_named_dash(read, pixels):
+    # a file object (facedet detect -) reached os.fspath in the message: TypeError, which stopped a batch
+    buffer = io.BytesIO()
+    Image.fromarray(pixels).save(buffer, format="TIFF")
+    buffer.seek(0)
+    with pytest.raises(ImageError, match=r"^-: (unsupported pixel mode|32-bit integer image)"):
+        read(buffer)
 
 
 def test_write_image_roundtrip_and_atomic(tmp_path, astronaut):
