@@ -15,9 +15,13 @@ def pytest_configure(config):
     """With pytest-xdist's workers (``-n``), compile the project's numba kernels once, here in the controller, before
     the workers start: they then load the machine code from numba's cache instead of each compiling the same."""
     if getattr(config.option, "numprocesses", None) and not hasattr(config, "workerinput"):
+        import warnings
+
         from facedet.api import warmup
 
-        warmup(estimators=True)
+        with warnings.catch_warnings():  # (its tiny fits stop at their iteration caps, by design)
+            warnings.simplefilter("ignore")
+            warmup(estimators=True)
 
 
 @pytest.fixture(scope="session")
