@@ -11,19 +11,6 @@ DATA = Path(os.environ.get("FACEDET_DATA", Path(__file__).resolve().parents[2] /
 CBCL_DETECTOR = Path(__file__).resolve().parent / "data" / "cbcl_detector.npz"
 
 
-def pytest_configure(config):
-    """With pytest-xdist's workers (``-n``), compile the project's numba kernels once, here in the controller, before
-    the workers start: they then load the machine code from numba's cache instead of each compiling the same."""
-    if getattr(config.option, "numprocesses", None) and not hasattr(config, "workerinput"):
-        import warnings
-
-        from facedet.api import warmup
-
-        with warnings.catch_warnings():  # (its tiny fits stop at their iteration caps, by design)
-            warnings.simplefilter("ignore")
-            warmup(estimators=True)
-
-
 @pytest.fixture(scope="session")
 def data_dir():
     if not DATA.is_dir():
