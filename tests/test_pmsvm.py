@@ -345,8 +345,8 @@ def test_first_phase_shrinks_more_and_stops_at_the_same_kkt_point(usps, monkeypa
     X, y = X[:3000], y[:3000]
     tol = 0.1
     models = {}
-    for phase in (0.0, svmcore.pmsvm.FIRST_PHASE_CAP):
-        monkeypatch.setattr(svmcore.pmsvm, "FIRST_PHASE_CAP", phase)
+    for phase in (0.0, svmcore.pmsvm.solver.FIRST_PHASE_CAP):
+        monkeypatch.setattr(svmcore.pmsvm.solver, "FIRST_PHASE_CAP", phase)
         models[phase] = PmSVM(C=0.1, tol=tol, max_iter=3000, random_state=0).fit(X, y)
     plain, phased = models.values()
     assert (phased.n_iter_ < 3000).all() and (plain.n_iter_ < 3000).all()
@@ -393,9 +393,9 @@ def test_learned_weights_are_sums_of_the_training_rows_betas(usps, layout, lut_b
     # layouts; both hold s_j beta in float32 (relative rounding 6e-8)
     X, y = usps[:2]
     X, y = X[:800] * np.linspace(0.5, 40.0, 256), y[:800] == 3  # a different unit per feature
-    assert np.mean(X > 0) >= svmcore.pmsvm.DENSE_FROM
+    assert np.mean(X > 0) >= svmcore.pmsvm.solver.DENSE_FROM
     if layout == "csr":
-        monkeypatch.setattr(svmcore.pmsvm, "DENSE_FROM", 1.01)
+        monkeypatch.setattr(svmcore.pmsvm.solver, "DENSE_FROM", 1.01)
     m = PmSVM(C=0.1, lut_bins=lut_bins, max_iter=20, random_state=0).fit(X, y)
     assert np.ptp(m.x_max_) > 0.1 * m.x_max_.max()  # the units differ
     u = X / m.x_max_
@@ -556,7 +556,7 @@ def test_dense_and_sparse_row_layouts_train_the_same_model(pendigits, monkeypatc
     # the rows' float32 rounding of e and beta (relative 6e-8): the same epochs, coef_ to 1e-5, the same labels
     X, y = pendigits[0][:1500], pendigits[1][:1500]
     Xt = pendigits[2][:1000]
-    assert np.mean(X > 0) > svmcore.pmsvm.DENSE_FROM
+    assert np.mean(X > 0) > svmcore.pmsvm.solver.DENSE_FROM
     for kw in (
         dict(),
         dict(lut_bins=None),
@@ -565,7 +565,7 @@ def test_dense_and_sparse_row_layouts_train_the_same_model(pendigits, monkeypatc
         dict(loss="squared_hinge", lut_bins=None, n_anchors=4),
     ):
         dense = PmSVM(C=1.0, random_state=0, **kw).fit(X, y)
-        monkeypatch.setattr(svmcore.pmsvm, "DENSE_FROM", 1.01)
+        monkeypatch.setattr(svmcore.pmsvm.solver, "DENSE_FROM", 1.01)
         csr = PmSVM(C=1.0, random_state=0, **kw).fit(X, y)
         monkeypatch.undo()
         scale = np.abs(csr.coef_).max()
@@ -579,15 +579,15 @@ def test_dense_and_sparse_row_layouts_train_the_same_model(pendigits, monkeypatc
     Xtiny[X == 0] = 1e-6  # below half a table step of every feature's range
     assert np.count_nonzero(X == 0) > 1000 and X.max(axis=0).min() > 2e-3
     dense = PmSVM(C=1.0, random_state=0).fit(Xtiny, y)
-    monkeypatch.setattr(svmcore.pmsvm, "DENSE_FROM", 1.01)
+    monkeypatch.setattr(svmcore.pmsvm.solver, "DENSE_FROM", 1.01)
     csr = PmSVM(C=1.0, random_state=0).fit(Xtiny, y)
     monkeypatch.undo()
     np.testing.assert_allclose(dense.coef_, csr.coef_, rtol=0, atol=1e-5 * np.abs(csr.coef_).max())
     np.testing.assert_array_equal(dense.n_iter_, csr.n_iter_)
     # rows beyond ROWS_MAX_BYTES stay CSR: the CSR model to the bit
-    monkeypatch.setattr(svmcore.pmsvm, "ROWS_MAX_BYTES", X.size * 3 * 8 - 1)
+    monkeypatch.setattr(svmcore.pmsvm.solver, "ROWS_MAX_BYTES", X.size * 3 * 8 - 1)
     big = PmSVM(C=1.0, random_state=0).fit(X, y)
-    monkeypatch.setattr(svmcore.pmsvm, "DENSE_FROM", 1.01)
+    monkeypatch.setattr(svmcore.pmsvm.solver, "DENSE_FROM", 1.01)
     np.testing.assert_array_equal(big.coef_, PmSVM(C=1.0, random_state=0).fit(X, y).coef_)
     monkeypatch.undo()
     # CSR with duplicate entries and unsorted indices trains the model of its canonical form, in either layout:
@@ -605,7 +605,7 @@ def test_dense_and_sparse_row_layouts_train_the_same_model(pendigits, monkeypatc
     np.testing.assert_allclose(dup.toarray(), X)
     for layout in (None, 1.01):
         if layout:
-            monkeypatch.setattr(svmcore.pmsvm, "DENSE_FROM", layout)
+            monkeypatch.setattr(svmcore.pmsvm.solver, "DENSE_FROM", layout)
         a = PmSVM(C=1.0, random_state=0).fit(dup, y)
         b = PmSVM(C=1.0, random_state=0).fit(X, y)
         monkeypatch.undo()
@@ -619,7 +619,7 @@ def test_models_too_large_for_a_table_score_through_coef(pendigits, monkeypatch,
     for kw in (dict(), dict(multi_class="ovo", lut_bins=40), dict(n_anchors=5)):
         m = PmSVM(C=1.0, random_state=0, **kw).fit(X, y)
         with_table = m.decision_function(Xq)
-        monkeypatch.setattr(svmcore.pmsvm, "TABLE_MAX_BYTES", m.table_.nbytes - 1)
+        monkeypatch.setattr(svmcore.pmsvm.estimator, "TABLE_MAX_BYTES", m.table_.nbytes - 1)
         big = PmSVM(C=1.0, random_state=0, **kw).fit(X, y)
         assert not hasattr(big, "table_")
         np.testing.assert_allclose(big.decision_function(Xq), with_table, rtol=1e-10, atol=1e-10)
@@ -870,7 +870,7 @@ def test_fit_memory_is_bounded_by_a_multiple_of_the_input(layout):
             Xs[Xs < zeros] = 0.0
             pmsvm.PmSVM(max_iter=2).fit(Xs, Xs[:, 0] > 0.5)
         if {layout == "csr"}:
-            pmsvm.ROWS_MAX_BYTES = 0
+            pmsvm.solver.ROWS_MAX_BYTES = 0
         X = rng.random((20000, 1000))
         y = X[:, 0] > 0.5
     """
