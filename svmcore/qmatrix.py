@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
     from numpy.typing import ArrayLike, DTypeLike
 
-    from .kernels import CentredGram, Gram
+    from .gram import CentredGram, Gram
 
 
 class QMatrix(Protocol):
@@ -215,10 +215,10 @@ class KernelQ:
     gamma (above :data:`RBF_FLOAT32_MAX`); other rbf products are float32 (as exact as the float32 columns they
     fill, and twice as fast). ``dtype`` float64 gives float64 columns from float64 products throughout.
 
-    With ``rows`` (sorted int indices), X is a :class:`svmcore.kernels.Gram` and the problem is on its rows
+    With ``rows`` (sorted int indices), X is a :class:`svmcore.gram.Gram` and the problem is on its rows
     ``rows``, which the caller has checked need no centre (:func:`svmcore.kernels.centres` and ``Gram.shifts``): the
     inner products are cut from the Gram's, the same numbers as the rows' own product. Or X is a
-    :class:`svmcore.kernels.CentredGram` of a few CSR rows, centred as this class centres them, and the same numbers
+    :class:`svmcore.gram.CentredGram` of a few CSR rows, centred as this class centres them, and the same numbers
     as on those rows.
     """
 
@@ -290,7 +290,7 @@ class KernelQ:
         over the original rows (0 where they were not centred; SVM decision value w'x - rho)."""
         if self.spec.kind != "linear":
             return 0.0
-        if self.gram is not None:  # a kernels.CentredGram holds <x_i - c, c> of its shifted rows; a Gram none
+        if self.gram is not None:  # a gram.CentredGram holds <x_i - c, c> of its shifted rows; a Gram none
             offsets = self.gram.offsets
             return 0.0 if offsets is None else float((alpha * self.y) @ offsets[self.index])
         if self.centre is None:

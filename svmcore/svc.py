@@ -1,7 +1,8 @@
 """Kernel SVMs on the decomposition solver: :class:`SVC` (C-SVC) and :class:`OneClassSVM`.
 
 Both only build a Q-matrix and call :func:`svmcore.smo.solve`; everything else is input checking and
-the decision function f(x) = sum_i dual_coef_i K(sv_i, x) + intercept_.
+the decision function f(x) = sum_i dual_coef_i K(sv_i, x) + intercept_. The one-vs-one pairs of classes that a fit
+cuts from the Gram of its rows are solved in compiled code by :mod:`svmcore.pairs`.
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ import time
 import types
 from typing import TYPE_CHECKING
 
-import numba as nb
 import numpy as np
 import scipy.sparse as sp
 
@@ -34,17 +34,14 @@ from .validation import (
     row_weights,
 )
 from .base import BaseEstimator, ClassifierMixin
+from .gram import CentredGram, Gram
 from .kernels import (
-    CentredGram,
-    Gram,
     KernelSpec,
     block_rows,
     centres,
     check_fitted_gamma,
     check_gamma,
-    cut_block,
     densify_if_cheaper,
-    gram_shifts,
     kernel_decision,
     kernel_diagonal,
     resolve_kernel,
@@ -52,9 +49,11 @@ from .kernels import (
     surely_sparse,
 )
 from .multiclass import ovo_pairs, ovo_votes
-from .probability import MIN_PROB, _fit_sigmoid, fit_sigmoid, pairwise_coupling, sigmoid_predict
-from .qmatrix import EPS32, IN_MEMORY_ROWS, DenseQ, KernelQ, PrecomputedQ, cache_holds, float32_columns_suffice
-from .smo import SolverResult, compute_rho, solve, solve_in_memory, warn_not_converged
+from . import pairs
+from .pairs import FOLD_DECIDE, PairBlock, fold_decisions, gram_pays, most_held, solve_pairs, uses_gram
+from .probability import MIN_PROB, fit_sigmoid, pairwise_coupling, sigmoid_predict
+from .qmatrix import EPS32, KernelQ, PrecomputedQ, cache_holds
+from .smo import SolverResult, solve, warn_not_converged
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -64,281 +63,8 @@ if TYPE_CHECKING:
     from .validation import ClassWeight, MatrixLike, RandomStateLike
 
 _THREADED_PAIR_ROWS = 256  # n_jobs > 1 solves pairs on threads where they average this many rows (2n / k) or more
-# pairs of classes of up to this many rows, on a Gram, are solved from their kernel block, cut once (_PairBlock)
-_BLOCK_PAIR_ROWS = 1024
-# problems and decisions on up to this many CSR rows take their kernel inputs from kernels.CentredGram
+# problems and decisions on up to this many CSR rows take their kernel inputs from gram.CentredGram
 _CENTRED_ROWS = 64
-# what _fold_decisions leaves to Python: the fold's fit (its training rows shift: KernelQ centres them), its decision
-# (its support vectors shift: kernel_decision centres them)
-_FOLD_DONE, _FOLD_FIT, _FOLD_DECIDE = 0, 1, 2
-
-
-class _PairBlock:
-    """One pair of classes' Q, cut from the fit's :class:`Gram` once (``KernelQ`` on its rows, unshifted: checked by
-    the caller): ``Q`` the Q-matrix, ``Q32`` its (n, n) float32 block, ``Q64`` the float64 block where float32
-    columns cannot reach ``tol`` (:func:`svmcore.qmatrix.float32_columns_suffice`), else (0, 0), ``K`` the (n, n)
-    float64 kernel values (the fold decisions'; None without probability). Every problem on a subset of the rows
-    (the full fit, the cross-validation folds) is a cut of it: the same numbers as a ``KernelQ`` on those rows."""
-
-    def __init__(self, gram, spec, rows, ys, C, tol, probability):
-        self.Q = KernelQ(gram, spec, ys, rows=rows)
-        every = np.arange(len(rows))
-        self.wide = not float32_columns_suffice(C.max(), np.abs(self.Q.diagonal).max(), tol, self.Q.column_rel_error)
-        self.Q32 = self.Q.rows(every, every)
-        self.Q64 = self.Q.float64().rows(every, every) if self.wide else np.empty((0, 0))
-        self.K = gram.kernel(rows, rows, spec) if probability else None
-
-    def dense_q(self):
-        """The pair's Q held whole (:class:`svmcore.qmatrix.DenseQ`), with the float64 twin where it is needed."""
-        return DenseQ(
-            self.Q32,
-            self.Q.diagonal,
-            wide=self.Q64 if self.wide else None,
-            rho_shift=self.Q.rho_shift,
-            column_rel_error=self.Q.column_rel_error,
-        )
-
-
-@nb.njit(cache=True, nogil=True)
-def _solve_cut(Q, train, y, C, diag, tol, working_set_size, shrinking, max_iter):
-    """Solve the C-SVC dual on the rows ``train`` of the pair's whole Q (float32 or float64 (n, n)): alpha, G,
-    converged, KKT violation, pair steps (:func:`svmcore.smo.solve_in_memory`; y, C, diag are the cut's)."""
-    m = train.shape[0]
-    alpha = np.zeros(m)
-    G, converged, violation, _, n_inner, _, _ = solve_in_memory(
-        cut_block(Q, train, train), np.full(m, -1.0), y, C, alpha, diag, tol, working_set_size, shrinking, max_iter
-    )
-    return alpha, G, converged, violation, n_inner
-
-
-@nb.njit(cache=True, nogil=True)
-def _signed_cut(K, r, cols, y):
-    """Q = y_a y_b K[r_a, cols_b] (n, n) of K's dtype, for the rows r of a kernel matrix K stored as
-    ``Gram.kernel_all`` gives it (row r[b]'s column at cols[b]), signed as ``KernelQ.rows`` signs it (exactly: y is
-    +-1)."""
-    out = cut_block(K, r, cols)
-    for a in range(r.shape[0]):
-        for b in range(r.shape[0]):
-            out[a, b] *= y[a] * y[b]
-    return out
-
-
-@nb.njit(cache=True, nogil=True)
-def _solve_pairs(
-    K32,
-    K64,
-    column_of,
-    diag,
-    starts,
-    rows,
-    ys,
-    C,
-    wide,
-    perm_starts,
-    perms,
-    n_folds,
-    held32,
-    held64,
-    tol,
-    working_set_size,
-    shrinking,
-    max_iter,
-    centred,
-    dot,
-    sq,
-    indptr,
-    indices,
-    data,
-    d,
-    margin,
-    small,
-    alpha,
-    G,
-    counts,
-    values,
-):
-    """The pairs of classes of a fit in one compiled call, each as :meth:`SVC._fit_binary` solves it from its
-    :class:`_PairBlock` (the same Q, solver and settings) and, with ``n_folds`` > 0, as
-    :meth:`SVC._cross_val_decision` and :func:`svmcore.probability.fit_sigmoid` give its sigmoid: pair m on
-    rows[starts[m]:starts[m + 1]] of the Gram's kernel matrices K32 (float32) and K64 (float64; used where
-    ``wide[m]``, float32 columns cannot reach tol, and for the folds' decision values; (0, 0) where neither needs
-    it), column j stored at column_of[j] (``Gram.kernel_all``), with labels ys and bounds C over the same positions,
-    the folds' permutation perms[perm_starts[m]:perm_starts[m + 1]], diag the kernel's diagonal over all rows.
-
-    A pair is left to the caller (counts[m, 0] = 0) where :meth:`SVC._pair_block` gives no block (more rows than the
-    cache holds, held32 / held64 the most it holds, or rows that shift: ``centred``,
-    :func:`svmcore.kernels.gram_shifts` on the Gram's arrays dot, sq, indptr, indices, data, d, margin, small), and
-    where its folds need the caller: a fold that shifts, one that stops unconverged (its warning), decision values
-    that are not finite (fit_sigmoid's error). Writes alpha and G (per position), counts[m] = (solved, converged,
-    iterations, pair steps, cache hits, misses) and values[m] = (KKT violation, rho, A, B)."""
-    for m in range(starts.shape[0] - 1):
-        s, e = starts[m], starts[m + 1]
-        r, y, c = rows[s:e], ys[s:e], C[s:e]
-        dg = diag[r]
-        if e - s > (held64 if wide[m] else held32) or (
-            centred and gram_shifts(dot, sq, indptr, indices, data, d, r, margin, small)
-        ):
-            continue
-        cols = column_of[r]
-        Q32 = _signed_cut(K32, r, cols, y)
-        Q64 = _signed_cut(K64, r, cols, y) if wide[m] else np.empty((0, 0))
-        if n_folds > 0:
-            kept = np.flatnonzero(c > 0)
-            f = np.zeros(kept.shape[0])
-            folds = np.zeros((4, n_folds), dtype=np.int64)
-            left, unconverged = _fold_decisions(
-                Q32,
-                Q64,
-                cut_block(K64, r, cols),
-                dg,
-                y,
-                c,
-                kept,
-                perms[perm_starts[m] : perm_starts[m + 1]],
-                n_folds,
-                EPS32,
-                tol,
-                working_set_size,
-                shrinking,
-                max_iter,
-                centred,
-                dot,
-                sq,
-                indptr,
-                indices,
-                data,
-                d,
-                r,
-                margin,
-                small,
-                f,
-                folds,
-                np.zeros((2, n_folds)),
-                np.zeros((n_folds, kept.shape[0])),
-            )
-            if left > 0 or unconverged > 0 or not np.all(np.isfinite(f)):
-                continue
-            values[m, 2], values[m, 3] = _fit_sigmoid(f, y[kept] > 0, 100, 1e-10, 1e-12, 1e-5)  # fit_sigmoid's
-        a = np.zeros(e - s)
-        if wide[m]:
-            g, conv, viol, n_iter, n_inner, hits, misses = solve_in_memory(
-                Q64, np.full(e - s, -1.0), y, c, a, dg, tol, working_set_size, shrinking, max_iter
-            )
-        else:
-            g, conv, viol, n_iter, n_inner, hits, misses = solve_in_memory(
-                Q32, np.full(e - s, -1.0), y, c, a, dg, tol, working_set_size, shrinking, max_iter
-            )
-        alpha[s:e] = a
-        G[s:e] = g
-        counts[m, 0], counts[m, 1], counts[m, 2], counts[m, 3], counts[m, 4], counts[m, 5] = (
-            1,
-            conv,
-            n_iter,
-            n_inner,
-            hits,
-            misses,
-        )
-        values[m, 0], values[m, 1] = viol, compute_rho(g, a, y, c) + 0.0  # + KernelQ.rho_shift: 0 on a Gram
-
-
-@nb.njit(cache=True, nogil=True)
-def _fold_decisions(
-    Q32,
-    Q64,
-    K,
-    diag,
-    ys,
-    C,
-    kept,
-    perm,
-    n_folds,
-    eps,
-    tol,
-    working_set_size,
-    shrinking,
-    max_iter,
-    centred,
-    dot,
-    sq,
-    indptr,
-    indices,
-    data,
-    d,
-    rows,
-    margin,
-    small,
-    f,
-    folds,
-    fold_values,
-    fold_alpha,
-):
-    """:meth:`SVC._cross_val_decision` on a pair's block (:class:`_PairBlock`: Q32, Q64, K, diag; ys, C over the
-    pair's rows; ``kept`` the positions of positive weight, ``perm`` a permutation of range(len(kept))), in one
-    compiled call: each fold's problem is the cut of the block on its training rows, solved in memory, and its
-    decision values the kernel values' product with the fold's coefficients, the operations of the per-fold code in
-    the same order (BLAS's product as numpy calls it), so the same numbers. Writes f (len(kept),) and, per fold i,
-    folds[:, i] = (state, solved, converged, pair steps) (int64 (4, n_folds)), fold_values[:, i] = (KKT violation,
-    rho) (float64 (2, n_folds)); state _FOLD_DONE, or _FOLD_FIT / _FOLD_DECIDE where the fold's training rows /
-    support vectors shift (:func:`svmcore.kernels.gram_shifts` on the Gram's arrays dot, sq, indptr, indices, data,
-    d, the pair's global ``rows``, margin, small, where ``centred``), left to the caller, with fold_alpha[i] (float64
-    (n_folds, len(kept))) on the kept positions and the rho for _FOLD_DECIDE. Returns (folds left to the caller,
-    folds solved without converging)."""
-    n = kept.shape[0]
-    left = unconverged = 0
-    for i in range(n_folds):
-        begin = i * n // n_folds
-        end = (i + 1) * n // n_folds
-        if begin == end:
-            continue
-        test = perm[begin:end]
-        train = np.sort(np.concatenate((perm[:begin], perm[end:])))
-        n_pos = 0
-        for t in train:
-            n_pos += ys[kept[t]] > 0
-        if n_pos == 0 or n_pos == train.shape[0]:
-            for t in test:
-                f[t] = 1.0 if n_pos else (-1.0 if train.shape[0] else 0.0)
-            continue
-        tr = kept[train]
-        if centred and gram_shifts(dot, sq, indptr, indices, data, d, rows[tr], margin, small):
-            folds[0, i] = _FOLD_FIT
-            left += 1
-            continue
-        y, c, dg = ys[tr], C[tr], diag[tr]
-        if c.max() * np.abs(dg).max() * eps < tol:  # float32_columns_suffice
-            alpha, G, converged, violation, n_inner = _solve_cut(
-                Q32, tr, y, c, dg, tol, working_set_size, shrinking, max_iter
-            )
-        else:
-            alpha, G, converged, violation, n_inner = _solve_cut(
-                Q64, tr, y, c, dg, tol, working_set_size, shrinking, max_iter
-            )
-        folds[1, i], folds[2, i], folds[3, i], fold_values[0, i] = 1, converged, n_inner, violation
-        unconverged += not converged
-        rho = compute_rho(G, alpha, y, c) + 0.0  # + KernelQ.rho_shift: 0 for rows cut from a Gram
-        coef = alpha * y
-        sv = np.flatnonzero(coef != 0)
-        if centred and gram_shifts(dot, sq, indptr, indices, data, d, rows[tr[sv]], margin, small):
-            folds[0, i] = _FOLD_DECIDE
-            left += 1
-            fold_alpha[i, train] = alpha
-            fold_values[1, i] = rho
-            continue
-        block = np.empty((test.shape[0], sv.shape[0]))
-        for a in range(test.shape[0]):
-            for b in range(sv.shape[0]):
-                block[a, b] = K[kept[test[a]], tr[sv[b]]]
-        weights = coef[sv]
-        if sv.shape[0] == 0:
-            for t in test:
-                f[t] = 0.0 + -rho
-        elif test.shape[0] == 1:  # numpy's (1, k) @ (k, 1) is BLAS's dot, not its gemv
-            f[test[0]] = np.dot(block[0], weights) + -rho
-        else:
-            values = np.dot(block, weights)
-            for a in range(test.shape[0]):
-                f[test[a]] = values[a] + -rho
-    return left, unconverged
 
 
 class _KernelSVM(BaseEstimator):
@@ -413,11 +139,11 @@ class _KernelSVM(BaseEstimator):
     def _fit_binary(self, X, spec, rows, ys, C, gram=None, block=None, settings=None):
         """Solve the C-SVC dual on the training rows ``rows`` (sorted int indices into X) with labels ys (+-1)
         and box constraints C, all (len(rows),); returns the solver result. ``gram``: X's :class:`Gram`, or None;
-        ``block``: the rows' :class:`_PairBlock`, or None; ``settings``: :meth:`_solver_settings`, or None."""
+        ``block``: the rows' :class:`PairBlock`, or None; ``settings``: :meth:`_solver_settings`, or None."""
         settings = settings or self._solver_settings()
         if block is not None:
             Q = block.dense_q()
-        elif _uses_gram(gram, spec, rows):
+        elif uses_gram(gram, spec, rows):
             Q = KernelQ(gram, spec, ys, rows=rows)
         elif sp.issparse(X) and len(rows) <= _CENTRED_ROWS:  # the numbers of KernelQ(X[rows]), without scipy
             Q = KernelQ(
@@ -432,25 +158,25 @@ class _KernelSVM(BaseEstimator):
         return res
 
     def _pair_block(self, spec, rows, ys, C, gram, settings):
-        """The :class:`_PairBlock` of the pair of classes on ``rows`` (labels ys, bounds C), or None where the pair
-        is solved through KernelQ and solve: no Gram, rows that shift, more than _BLOCK_PAIR_ROWS, a cache that
+        """The :class:`PairBlock` of the pair of classes on ``rows`` (labels ys, bounds C), or None where the pair
+        is solved through KernelQ and solve: no Gram, rows that shift, more than BLOCK_PAIR_ROWS, a cache that
         cannot hold all columns (solve's cache would evict some, and iterate otherwise), or a callback or verbose
         (their reports come from solve's loop)."""
         if (
             gram is None
             or self.callback is not None
             or self.verbose
-            or len(rows) > _BLOCK_PAIR_ROWS
-            or not _uses_gram(gram, spec, rows)
+            or len(rows) > pairs.BLOCK_PAIR_ROWS  # (read here at each fit: a test lowers it)
+            or not uses_gram(gram, spec, rows)
         ):
             return None
-        block = _PairBlock(gram, spec, rows, ys, C, settings["tol"], self.probability)
+        block = PairBlock(gram, spec, rows, ys, C, settings["tol"], self.probability)
         return (
             block if cache_holds(len(rows), settings["cache_size"], np.float64 if block.wide else np.float32) else None
         )
 
     def _solve_on_gram(self, problems, spec, gram, settings, n_folds=5):
-        """Solve in one compiled call (:func:`_solve_pairs`) the pairs of ``problems`` that :meth:`_pair_block` would
+        """Solve in one compiled call (:func:`solve_pairs`) the pairs of ``problems`` that :meth:`_pair_block` would
         give a block, with the same numbers, and with probability=True their folds and sigmoids as
         :meth:`_cross_val_decision` and :func:`svmcore.probability.fit_sigmoid` give them; returns {index of the pair:
         (SolverResult, (A, B) or None)}. Their Python around the solver was most of the time on small pairs (~40 us
@@ -488,7 +214,7 @@ class _KernelSVM(BaseEstimator):
         alpha, G = np.empty(len(rows)), np.empty(len(rows))
         counts, values = np.zeros((len(problems), 6), dtype=np.int64), np.zeros((len(problems), 4))
         q, max_iter = settings["working_set_size"], settings["max_iter"]
-        _solve_pairs(
+        solve_pairs(
             K32,
             K64,
             column_of,
@@ -501,8 +227,8 @@ class _KernelSVM(BaseEstimator):
             perm_starts,
             perms,
             n_folds,
-            _most_held(cache_mb, np.float32),
-            _most_held(cache_mb, np.float64),
+            most_held(cache_mb, np.float32),
+            most_held(cache_mb, np.float64),
             tol,
             64 if q is None else int(q),
             bool(self.shrinking),
@@ -552,7 +278,7 @@ class _KernelSVM(BaseEstimator):
         sv = coef != 0
         if spec.kind == "precomputed":
             return X[np.ix_(rows, train[sv])] @ coef[sv] + intercept
-        if _uses_gram(gram, spec, train[sv]):  # what kernel_decision computes where it does not centre, in its blocks
+        if uses_gram(gram, spec, train[sv]):  # what kernel_decision computes where it does not centre, in its blocks
             step = block_rows(sv.sum())
             return (
                 np.concatenate(
@@ -695,38 +421,6 @@ class _KernelSVM(BaseEstimator):
                 )
 
 
-def _gram_pays(X, spec, n_classes, cache_mb, probability):
-    """Whether a one-vs-one fit on X computes its :class:`Gram` first: more than two classes, whose n^2 float64
-    products fit in the kernel cache's budget. CSR rows: always (the pairs' blocks cover the Gram, most entries more
-    than once, and small pairs compute all their columns anyway). Dense rows, rbf or poly (whose pairs need no
-    centre of their own, as linear's rho does): where the pairs are computed whole, at most IN_MEMORY_ROWS rows on
-    average (2n / k), or with probability, at most _BLOCK_PAIR_ROWS (each pair then solves six problems on its rows
-    and decides its folds, all cut from its block, compiled). Measured (docs/svc.md,
-    "Small dense problems"): letter 1,000 rows 0.069 -> 0.058 s, with probability 0.44 -> 0.24 s; usps 3,000 rows with
-    probability 0.63 -> 0.35 s; but without probability pendigits 3,000 rows (pairs of ~600) 0.053 -> 0.079 s, where
-    shrinking spares most columns."""
-    if n_classes <= 2 or 8.0 * X.shape[0] ** 2 > cache_mb * 2**20:
-        return False
-    if sp.issparse(X):
-        return True
-    pair_rows = 2 * X.shape[0] / n_classes
-    return spec.kind in ("rbf", "poly") and pair_rows <= (_BLOCK_PAIR_ROWS if probability else IN_MEMORY_ROWS)
-
-
-def _most_held(cache_mb, dtype):
-    """The most variables n <= _BLOCK_PAIR_ROWS whose n columns a cache of cache_mb holds (:func:`cache_holds`)."""
-    n = _BLOCK_PAIR_ROWS
-    while n > 0 and not cache_holds(n, cache_mb, dtype):
-        n -= 1
-    return n
-
-
-def _uses_gram(gram, spec, rows):
-    """Whether a problem (or a model's support vectors) on X's rows ``rows`` takes its kernel values from X's
-    :class:`Gram`: there is one, and its centring (:func:`svmcore.kernels.centres`) leaves the rows unshifted."""
-    return gram is not None and not (centres(spec, True) and gram.shifts(rows))
-
-
 class _if_probability:
     """Decorator: the method exists only while ``probability`` is True (scikit-learn's ``available_if``, which
     svmcore does not import): otherwise attribute access raises AttributeError, so ``hasattr(clf,
@@ -853,20 +547,20 @@ class SVC(ClassifierMixin, _KernelSVM):
         classes, yi = check_labels(y, X.shape[0])
         w = row_weights(sample_weight, self.class_weight, classes, yi)  # checked before any pair is trained
         rng = make_rng(self.random_state) if self.probability else None
-        pairs = ovo_pairs(len(classes))
+        class_pairs = ovo_pairs(len(classes))
         settings = self._solver_settings()
         gram = (
             Gram(X, centres(spec, True), yi)
-            if _gram_pays(X, spec, len(classes), settings["cache_size"], self.probability)
+            if gram_pays(X, spec, len(classes), settings["cache_size"], self.probability)
             else None
         )
         # the pairs' models come from the Gram only where probability=False would use it too: the decision function
         # does not depend on probability (LIBSVM's rule; dense rows' products round otherwise on the Gram)
         fit_gram = (
-            gram if gram is not None and _gram_pays(X, spec, len(classes), settings["cache_size"], False) else None
+            gram if gram is not None and gram_pays(X, spec, len(classes), settings["cache_size"], False) else None
         )
         problems = []
-        for a, b in pairs:
+        for a, b in class_pairs:
             rows = np.flatnonzero((yi == a) | (yi == b))
             C = C_value * w[rows]
             # the folds are drawn here, pair by pair, so that they do not depend on the order the threads take
@@ -887,7 +581,7 @@ class SVC(ClassifierMixin, _KernelSVM):
                 block = None
             return self._fit_binary(X, spec, rows, ys, C, fit_gram, block, settings), sigmoid
 
-        threads = min(self._n_threads(), len(pairs))
+        threads = min(self._n_threads(), len(class_pairs))
         tiny = 2 * len(yi) / len(classes) < _THREADED_PAIR_ROWS
         batch = {}
         if fit_gram is not None and (threads == 1 or tiny):
@@ -904,7 +598,7 @@ class SVC(ClassifierMixin, _KernelSVM):
                 solved = run(solve_pair, rest)
         solved = iter(solved)
         solved = [batch[m] if m in batch else next(solved) for m in range(len(problems))]
-        coef = np.zeros((len(pairs), X.shape[0]))
+        coef = np.zeros((len(class_pairs), X.shape[0]))
         for m, ((rows, ys, _, _), (res, _)) in enumerate(zip(problems, solved, strict=True)):
             coef[m, rows] = res.alpha * ys
         results = [res for res, _ in solved]
@@ -928,8 +622,8 @@ class SVC(ClassifierMixin, _KernelSVM):
         the other parts. A fold whose training part holds a single class gives +1 (class b) or -1 (class a) to
         all its rows, as LIBSVM. Rows of zero weight take no part (LIBSVM removes them before training).
         Returns (f, ys) over the rows kept, (n_kept,) float64 each. ``gram``: X's :class:`Gram`, or None;
-        ``block``: the pair's :class:`_PairBlock`, or None; ``settings``: :meth:`_solver_settings`, or None. With a
-        block, the folds run in one compiled call (:func:`_fold_decisions`), the same numbers; those whose rows shift
+        ``block``: the pair's :class:`PairBlock`, or None; ``settings``: :meth:`_solver_settings`, or None. With a
+        block, the folds run in one compiled call (:func:`fold_decisions`), the same numbers; those whose rows shift
         (KernelQ or kernel_decision centre them) are finished here.
         """
         keep = C > 0
@@ -947,7 +641,7 @@ class SVC(ClassifierMixin, _KernelSVM):
                 np.zeros((n_folds, n)),
             )
             q, max_iter = settings["working_set_size"], settings["max_iter"]
-            left, unconverged = _fold_decisions(
+            left, unconverged = fold_decisions(
                 block.Q32,
                 block.Q64,
                 block.K,
@@ -988,7 +682,7 @@ class SVC(ClassifierMixin, _KernelSVM):
             if n_pos in (0, len(train)):
                 f[test] = 1.0 if n_pos else (-1.0 if len(train) else 0.0)
                 continue
-            if block is not None and folds[0, i] == _FOLD_DECIDE:
+            if block is not None and folds[0, i] == FOLD_DECIDE:
                 alpha, rho = fold_alpha[i, train], fold_values[1, i]
             else:
                 res = self._fit_binary(X, spec, rows[train], ys[train], C[train], gram, settings=settings)
@@ -1012,13 +706,13 @@ class SVC(ClassifierMixin, _KernelSVM):
         coefficient in any model it belongs to (y = +1 for classes_[b] of pair (a, b)). Raises
         :class:`svmcore.NotFittedError` before fit."""
         check_fitted(self, "dual_coef_")
-        pairs = ovo_pairs(len(self.classes_))
+        class_pairs = ovo_pairs(len(self.classes_))
         coef = self.dual_coef_
         model = np.argmax(coef != 0, axis=0)  # the first model each support vector belongs to
         positive = coef[model, np.arange(coef.shape[1])] > 0
-        return np.bincount(np.where(positive, pairs[model, 1], pairs[model, 0]), minlength=len(self.classes_)).astype(
-            np.int64
-        )
+        return np.bincount(
+            np.where(positive, class_pairs[model, 1], class_pairs[model, 0]), minlength=len(self.classes_)
+        ).astype(np.int64)
 
     def predict(self, X: MatrixLike) -> np.ndarray:
         """Class labels (n,) from classes_: for two classes classes_[1] where decision_function(X) > 0, else

@@ -948,24 +948,25 @@ def test_one_vs_one_on_sparse_rows_cuts_the_pairs_from_one_gram_and_gives_the_pe
     # one Gram of all rows, computed once, instead of cutting its rows out of X and multiplying them (sector, 700
     # rows, 5,356 pairs: most of the fit). Same numbers to the bit, so the same model as the per-pair products give.
     # A far-off column in classes 1-3 makes sparse_centre shift some pairs: those keep the per-pair path (KernelQ on
-    # the cut rows, or, for up to 64 rows, the same numbers from kernels.CentredGram).
+    # the cut rows, or, for up to 64 rows, the same numbers from gram.CentredGram).
     from svmcore import kernels, qmatrix, svc
+    from svmcore.gram import Gram
 
     X, y, T, _ = _svmlight(data_dir, "sector/sector.t.scale.bz2", 55197, 1200)
     X, y = X[y <= 12], y[y <= 12]
     column = np.where(y <= 3, 50.0 + np.random.default_rng(0).random(len(y)), 0.0)
     far, T_far = sp.hstack([X, column[:, None]], format="csr"), sp.hstack([T, np.zeros((T.shape[0], 1))], format="csr")
-    gram, shifts = kernels.Gram(far), []
+    gram, shifts = Gram(far), []
     for a, b in ovo_pairs(12) + 1:
         rows = np.flatnonzero((y == a) | (y == b))
         shifts.append(gram.shifts(rows))
         assert shifts[-1] == (kernels.sparse_centre(far[rows])[1] is not None)
     assert 3 <= sum(shifts) < len(shifts)
     cut, centred = [], []
-    kernel, centre, local = kernels.Gram.kernel, qmatrix.sparse_centre, svc.CentredGram
-    monkeypatch.setattr(kernels.Gram, "kernel", lambda g, a, *rest, **kw: cut.append(a) or kernel(g, a, *rest, **kw))
-    kernel_all = kernels.Gram.kernel_all  # all rows at once, for the pairs solved in one compiled call
-    monkeypatch.setattr(kernels.Gram, "kernel_all", lambda g, *rest: cut.append(None) or kernel_all(g, *rest))
+    kernel, centre, local = Gram.kernel, qmatrix.sparse_centre, svc.CentredGram
+    monkeypatch.setattr(Gram, "kernel", lambda g, a, *rest, **kw: cut.append(a) or kernel(g, a, *rest, **kw))
+    kernel_all = Gram.kernel_all  # all rows at once, for the pairs solved in one compiled call
+    monkeypatch.setattr(Gram, "kernel_all", lambda g, *rest: cut.append(None) or kernel_all(g, *rest))
     monkeypatch.setattr(qmatrix, "sparse_centre", lambda Z: centred.append(Z) or centre(Z))
 
     def centred_gram(*args):
@@ -985,7 +986,7 @@ def test_one_vs_one_on_sparse_rows_cuts_the_pairs_from_one_gram_and_gives_the_pe
         fast = clone_of(est).fit(A, y)
         assert cut and bool(centred) == (A is far)
         with monkeypatch.context() as m:
-            m.setattr(svc, "_gram_pays", lambda *args: False)
+            m.setattr(svc, "gram_pays", lambda *args: False)
             cut.clear()
             slow = clone_of(est).fit(A, y)
             assert not cut
@@ -1005,9 +1006,10 @@ def _far_sector(data_dir, n, seed=0):
 
 
 def test_centred_gram_gives_the_numbers_of_the_shifted_csr_rows(data_dir):
-    # kernels.CentredGram computes what KernelQ and kernel_decision compute on a few cut and shifted CSR rows, to the
+    # gram.CentredGram computes what KernelQ and kernel_decision compute on a few cut and shifted CSR rows, to the
     # bit: inner products, squared norms, <shifted row, centre>; shifted by the centre of other rows (decisions)
-    from svmcore.kernels import CentredGram, row_norms_sq, shift_csr, sparse_centre
+    from svmcore.gram import CentredGram
+    from svmcore.kernels import row_norms_sq, shift_csr, sparse_centre
 
     X, _ = _far_sector(data_dir, 300)
     rng = np.random.default_rng(1)
@@ -1030,22 +1032,22 @@ def test_centred_gram_gives_the_numbers_of_the_shifted_csr_rows(data_dir):
 
 
 def test_probability_folds_from_the_pair_block_are_the_per_fold_fits(data_dir, monkeypatch):
-    # pairs of classes on a Gram solve their folds from the pair's block in one compiled call (_fold_decisions), and
+    # pairs of classes on a Gram solve their folds from the pair's block in one compiled call (fold_decisions), and
     # small shifted problems take their numbers from CentredGram: the model of the per-fold fits through KernelQ and
     # kernel_decision, to the bit (dual coefficients, intercepts, sigmoids), with folds of each kind: done in compiled
     # code, training rows that shift, support vectors that shift
-    from svmcore import svc
+    from svmcore import pairs, svc
 
     X, y = _far_sector(data_dir, 70)
     states = []
-    compiled = svc._fold_decisions
+    compiled = svc.fold_decisions
 
     def spy(*args):
         out = compiled(*args)
         states.extend(args[-3][0].tolist())  # folds[0]: each fold's state
         return out
 
-    monkeypatch.setattr(svc, "_fold_decisions", spy)
+    monkeypatch.setattr(svc, "fold_decisions", spy)
     # and weighted rows in 12 classes of ~6 (labels mod 12), some of weight 0, which leave the folds
     y12 = y % 12
     weights = np.random.default_rng(2).choice([0.0, 0.5, 1.0, 3.0], len(y))
@@ -1059,12 +1061,12 @@ def test_probability_folds_from_the_pair_block_are_the_per_fold_fits(data_dir, m
         est = svmcore.SVC(**kw, probability=True, random_state=0)
         fast = clone_of(est).fit(X, labels, sample_weight=w)
         with monkeypatch.context() as m:
-            m.setattr(svc, "_BLOCK_PAIR_ROWS", 0)
+            m.setattr(pairs, "BLOCK_PAIR_ROWS", 0)
             m.setattr(svc, "_CENTRED_ROWS", 0)
             slow = clone_of(est).fit(X, labels, sample_weight=w)
         for k in ("support_", "dual_coef_", "intercept_", "probA_", "probB_"):
             np.testing.assert_array_equal(getattr(fast, k), getattr(slow, k), err_msg=k)
-    assert {svc._FOLD_DONE, svc._FOLD_FIT, svc._FOLD_DECIDE} <= set(states)
+    assert {pairs.FOLD_DONE, pairs.FOLD_FIT, pairs.FOLD_DECIDE} <= set(states)
 
 
 def test_probability_folds_on_the_gram_where_the_per_pair_path_densifies(data_dir, monkeypatch):
@@ -1083,7 +1085,7 @@ def test_probability_folds_on_the_gram_where_the_per_pair_path_densifies(data_di
     assert 0 < sum(dense) < len(dense)
     est = svmcore.SVC(kernel="rbf", gamma=1.0, C=10.0, probability=True, random_state=0)
     fast = clone_of(est).fit(X, y)
-    monkeypatch.setattr(svc, "_gram_pays", lambda *args: False)
+    monkeypatch.setattr(svc, "gram_pays", lambda *args: False)
     slow = clone_of(est).fit(X, y)
     for k in ("dual_coef_", "intercept_"):
         np.testing.assert_array_equal(getattr(fast, k), getattr(slow, k), err_msg=k)
@@ -1096,17 +1098,18 @@ def test_dense_gram_cuts_are_the_kernel_blocks_of_the_rows():
     # dense rows: one product of the centred rows, columns stored by class; a cut is the rows' own kernel block
     # (rbf: centring changes only the rounding), whatever order the classes' rows come in
     from svmcore import kernels
+    from svmcore.gram import Gram
 
     rng = np.random.default_rng(0)
     X = 1e3 + rng.random((60, 5))  # a common offset, which the centre removes before the products
     groups = rng.integers(0, 4, 60)
-    gram = kernels.Gram(X, centre=True, groups=groups)
+    gram = Gram(X, centre=True, groups=groups)
     a, b = np.flatnonzero(groups != 1), np.flatnonzero(groups >= 2)
     Z = X - X.mean(axis=0)  # rbf on the uncentred rows cancels in the offset's 1e6 squared norms (errs by ~1e-9)
     rbf, poly = kernels.KernelSpec("rbf", 0.5), kernels.KernelSpec("poly", 0.5, 2, 1.0)
     np.testing.assert_allclose(gram.kernel(a, b, rbf), kernels.kernel_block(Z[a], Z[b], rbf), rtol=0, atol=1e-14)
     np.testing.assert_allclose(
-        kernels.Gram(X, groups=groups).kernel(a, b, poly), kernels.kernel_block(X[a], X[b], poly), rtol=1e-14
+        Gram(X, groups=groups).kernel(a, b, poly), kernels.kernel_block(X[a], X[b], poly), rtol=1e-14
     )
     assert not gram.shifts(a)
     for dtype in (np.float32, np.float64):  # all rows at once, columns where the products keep them: the same numbers
@@ -1122,18 +1125,19 @@ def test_small_dense_multiclass_cuts_its_pairs_from_one_gram(pendigits_full, mon
     # pendigits, 600 rows in 10 classes (pairs of ~120 rows, computed whole): rbf pairs (and with probability their
     # folds) are cut from one Gram of the centred rows, float64 products, where each pair centred and multiplied
     # its own rows in float32; the models agree to the tolerance
-    from svmcore import kernels, svc
+    from svmcore import kernels, pairs, svc
+    from svmcore.gram import Gram
 
     X, y, Xt, _ = pendigits_full
     X, y = X[:600], y[:600]
     made = []
-    init = kernels.Gram.__init__
-    monkeypatch.setattr(kernels.Gram, "__init__", lambda g, *a, **kw: made.append(1) or init(g, *a, **kw))
+    init = Gram.__init__
+    monkeypatch.setattr(Gram, "__init__", lambda g, *a, **kw: made.append(1) or init(g, *a, **kw))
     est = svmcore.SVC(kernel="rbf", gamma=2.0, C=10.0, probability=probability, random_state=0)
     fast = clone_of(est).fit(X, y)
     assert made
     with monkeypatch.context() as m:
-        m.setattr(svc, "_gram_pays", lambda *args: False)
+        m.setattr(svc, "gram_pays", lambda *args: False)
         slow = clone_of(est).fit(X, y)
     np.testing.assert_allclose(fast.objective_, slow.objective_, rtol=1e-6)
     assert fast.kkt_violation_ <= 1e-3
@@ -1141,15 +1145,15 @@ def test_small_dense_multiclass_cuts_its_pairs_from_one_gram(pendigits_full, mon
     if probability:
         np.testing.assert_allclose(fast.predict_proba(Xt), slow.predict_proba(Xt), atol=5e-3)
     # not for linear (its rho needs each pair's centre), nor for pairs beyond the rows computed whole
-    assert not svc._gram_pays(X, kernels.KernelSpec("linear"), 10, 200.0, probability)
-    assert svc._gram_pays(X, kernels.KernelSpec("poly", 1.0, 2, 0.0), 10, 200.0, probability)
-    assert not svc._gram_pays(np.zeros((3000, 2)), kernels.KernelSpec("rbf", 1.0), 3, 200.0, probability)
+    assert not pairs.gram_pays(X, kernels.KernelSpec("linear"), 10, 200.0, probability)
+    assert pairs.gram_pays(X, kernels.KernelSpec("poly", 1.0, 2, 0.0), 10, 200.0, probability)
+    assert not pairs.gram_pays(np.zeros((3000, 2)), kernels.KernelSpec("rbf", 1.0), 3, 200.0, probability)
 
 
 def test_pairs_on_a_gram_solved_in_one_compiled_call_give_the_models_of_their_blocks(
     data_dir, pendigits_full, monkeypatch
 ):
-    # the pairs a _PairBlock would serve are solved together in compiled code, with probability their folds and
+    # the pairs a PairBlock would serve are solved together in compiled code, with probability their folds and
     # sigmoids too: the same Q, solver and settings, so the same models to the bit as pair by pair in Python; pairs
     # whose rows or folds shift (the far-off column) are left to the per-pair path
     from svmcore import svc
