@@ -1,4 +1,4 @@
-"""Command line: ``facedet train | bootstrap | detect | evaluate | calibrate`` (typer). Argument handling only.
+"""Command line: ``facedet train | bootstrap | detect | evaluate | calibrate | warmup`` (typer). Argument handling only.
 
 Exit codes (:func:`exit_codes`, stated by ``facedet --help`` and by every command's ``--help``): 0 success; 1 if
 an input file failed (each bad file is reported on stderr and the other files are still processed) or an output
