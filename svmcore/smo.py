@@ -628,6 +628,23 @@ def solve_in_memory(Qmem, p, y, C, alpha, diag, tol, working_set_size, shrinking
     return G, converged, max(violation, 0.0), io[_N_ITER], io[_N_INNER], io[_HITS], io[_MISSES]
 
 
+def _result(alpha, G, p, y, C, n_iter, n_inner, violation, hit_rate, start, converged) -> SolverResult:
+    """What a finished solve returns, with rho and the objective 1/2 a'Qa + p'a = 1/2 a'(G + p) from the final
+    gradient; ``start`` is the perf_counter its seconds count from."""
+    return SolverResult(
+        alpha,
+        G,
+        float(compute_rho(G, alpha, y, C)),
+        0.5 * float(alpha @ (G + p)),
+        int(n_iter),
+        int(n_inner),
+        float(max(violation, 0.0)),
+        float(hit_rate),
+        time.perf_counter() - start,
+        bool(converged),
+    )
+
+
 def warn_not_converged(max_iter: int | None, n_inner: int, violation: float, tol: float, stacklevel: int = 3) -> None:
     """The ConvergenceWarning of a solve stopped by ``max_iter`` (None: by the pair-step cap after n_inner steps)."""
     where = (
@@ -701,18 +718,8 @@ def solve(
             )
             if not converged:
                 warn_not_converged(max_iter, n_inner, violation, tol)
-            return SolverResult(
-                alpha,
-                G,
-                float(compute_rho(G, alpha, y, C)),
-                0.5 * float(alpha @ (G + p)),
-                int(n_iter),
-                int(n_inner),
-                float(violation),
-                hits / max(hits + misses, 1),
-                time.perf_counter() - start,
-                bool(converged),
-            )
+            hit_rate = hits / max(hits + misses, 1)
+            return _result(alpha, G, p, y, C, n_iter, n_inner, violation, hit_rate, start, converged)
         cache = ColumnCache.in_memory_cache(block)  # the same iterates, with the reports
     else:
         cache = ColumnCache(n, cache_size, 2 * len(need), Q.dtype)  # room for a request beside the working set
@@ -790,25 +797,14 @@ def solve(
         _, m, M = violation_extremes(G, alpha, y, C, all_idx)
         violation = m - M
         warn_not_converged(max_iter, io[_N_INNER], violation, tol)
-    objective = 0.5 * float(alpha @ (G + p))
     hit_rate = io[_HITS] / max(io[_HITS] + cache.misses + io[_MISSES], 1)
     seconds = time.perf_counter() - start
     if verbose:
+        objective = 0.5 * float(alpha @ (G + p))
         print(
             f"[smo] done: {io[_N_ITER]} iterations ({io[_N_INNER]} pair steps), violation {violation:.3g}, "
             f"objective {objective:.10g}, cache hit rate {hit_rate:.3f}, {seconds:.2f} s"
         )
     if callback is not None:
         callback({"n_iter": int(io[_N_ITER]), "kkt_violation": float(violation), "n_active": n, "seconds": seconds})
-    return SolverResult(
-        alpha,
-        G,
-        float(compute_rho(G, alpha, y, C)),
-        objective,
-        int(io[_N_ITER]),
-        int(io[_N_INNER]),
-        float(max(violation, 0.0)),
-        float(hit_rate),
-        seconds,
-        converged,
-    )
+    return _result(alpha, G, p, y, C, io[_N_ITER], io[_N_INNER], violation, hit_rate, start, converged)
