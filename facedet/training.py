@@ -42,12 +42,21 @@ class ClassifierKind:
         The window features (:data:`facedet.features.FEATURES`) it can read, the default first.
     callback : bool
         Whether its ``fit`` reports progress to a ``callback`` hyperparameter.
+    why_features : str
+        Why it reads only those features, for the message that refuses others.
     """
 
     estimator: str
     defaults: dict
     features: tuple[str, ...]
     callback: bool = False
+    why_features: str = ""
+
+    def check_features(self, features: str) -> None:
+        """ValueError unless the kind reads ``features``, naming the ones it reads and why."""
+        if features not in self.features:
+            why = f" ({self.why_features})" if self.why_features else ""
+            raise ValueError(f"{self.estimator} reads {' or '.join(self.features)} features, not {features!r}{why}")
 
     def make(self, callback: Callable[[dict], None] | None = None, **params: Any) -> SVC | PmSVM:
         """The unfitted estimator: ``defaults`` overridden by ``params``; TypeError for an unknown name."""
@@ -67,7 +76,12 @@ KINDS = {
     ),
     # the chi-square kernel (p = -1) on HOG cells, which are nonnegative as PmSVM needs; the face/non-face
     # problems need up to about 2,100 epochs to reach tol, and a fit stopped short depends on rounding
-    "pmsvm": ClassifierKind("PmSVM", {"C": 1.0, "p": -1.0, "max_iter": 3000, "random_state": 0}, ("hog",)),
+    "pmsvm": ClassifierKind(
+        "PmSVM",
+        {"C": 1.0, "p": -1.0, "max_iter": 3000, "random_state": 0},
+        ("hog",),
+        why_features="an additive kernel needs nonnegative features; osuna windows are centred",
+    ),
 }
 
 
@@ -222,8 +236,7 @@ def train_detector(
     """
     entry = classifier_kind(kind)
     features = features or entry.features[0]
-    if features not in entry.features:
-        raise ValueError(f"features: {kind} reads {' or '.join(entry.features)} features, not {features!r}")
+    entry.check_features(features)
     check_params(**detector_params)
     check_classifier_params(kind, **(classifier_params or {}))
     F, labels = training_set(X, y, augmentation, features)

@@ -122,6 +122,7 @@ def train(
 ):
     """Train a detector on face and non-face patches."""
     from ..detector import check_params
+    from ..features import FEATURES
     from ..training import KINDS, check_classifier_params, train_detector
 
     if classifier not in KINDS:
@@ -129,12 +130,12 @@ def train(
     if kernel not in ("poly", "rbf", "linear"):  # windows are feature rows: a precomputed kernel cannot scan
         usage_error(f"--kernel: unknown value {kernel!r}; expected poly, rbf or linear")
     features = features or KINDS[classifier].features[0]
-    if features not in ("osuna", "hog"):
-        usage_error(f"--features: unknown value {features!r}; expected osuna or hog")
-    if classifier == "svc" and features != "osuna":
-        usage_error(f"--features {features}: the svc classifier takes osuna features; use --classifier pmsvm")
-    if classifier == "pmsvm" and features == "osuna":
-        usage_error("--features osuna: pmsvm needs nonnegative features (osuna windows are centred); use hog")
+    if features not in FEATURES:
+        usage_error(f"--features: unknown value {features!r}; expected {' or '.join(FEATURES)}")
+    try:
+        KINDS[classifier].check_features(features)
+    except ValueError as exc:
+        usage_error(f"--features {features}: {exc}")
     # an option the chosen classifier does not take would be silently dropped: a mistyped command
     other = typed_options(ctx, ["kernel", "degree", "gamma", "coef0"] if classifier == "pmsvm" else ["p"])
     if data is None and landmarks is None:
