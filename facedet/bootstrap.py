@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import scipy.sparse as sp
 
+from svmcore.svc import warm_alpha
 from svmcore.validation import check_scalar
 
 from .detector import Detector, as_grey
@@ -81,6 +82,26 @@ def keeps_training_rows(classifier: Classifier) -> bool:
     :func:`svmcore.reduced.reduce_quadratic`, whose vectors are no windows: its ``support_`` is -1)."""
     support = getattr(classifier, "support_", None)
     return hasattr(classifier, "support_vectors_") and support is not None and bool((support >= 0).all())
+
+
+def _warm_start(clf, support, features, sample_weight, params):
+    """``fit`` keywords that start the refit of a binary SVC on ``features`` from its own alphas (alpha seeding,
+    DeCoste and Wagstaff 2000): 0 on the mined rows, which alone then violate the KKT conditions. Where the
+    alphas would not be feasible (other hyperparameters, bounds, rows), or the classifier has none, {}: a
+    start from 0, the same optimum."""
+    if not keeps_training_rows(clf) or len(getattr(clf, "classes_", ())) != 2 or support is None:
+        return {}
+    same = {k: v for k, v in params.items() if k != "callback"} == {
+        k: v for k, v in clf.get_params().items() if k != "callback"
+    }
+    if not same or params.get("class_weight") is not None or support.max(initial=-1) >= len(features):
+        return {}
+    sv = clf.support_vectors_
+    if not np.array_equal(features[support], sv.toarray() if sp.issparse(sv) else sv):
+        return {}
+    alpha = warm_alpha(clf, len(features), support)
+    bound = params["C"] * (1.0 if sample_weight is None else sample_weight)
+    return {"alpha_init": alpha} if (alpha <= bound).all() else {}
 
 
 @dataclass
@@ -164,6 +185,7 @@ def bootstrap(
     check_scalar(rounds, "rounds", lo=0, integer=True)
     negative_images = [g if isinstance(g, (str, os.PathLike)) else as_grey(g) for g in negative_images]
     clf = detector.classifier
+    support = getattr(clf, "support_", None)  # the positions of clf's support vectors among the training rows
     if features is None:
         if labels is not None:
             raise ValueError("bootstrap: labels given without features")
@@ -175,6 +197,7 @@ def bootstrap(
         features = clf.support_vectors_  # CSR if the SVC was fitted on CSR rows (np.asarray: a 0-d object array)
         features = features.toarray() if sp.issparse(features) else np.asarray(features)
         labels = (np.ravel(clf.dual_coef_) > 0).astype(np.int64)
+        support = np.arange(len(features))
     elif labels is None:
         raise ValueError("bootstrap: features given without labels")
     features, labels = np.asarray(features), np.asarray(labels)
@@ -220,10 +243,8 @@ def bootstrap(
         if sample_weight is not None:
             sample_weight = np.concatenate([sample_weight, np.ones(len(windows))])
             fit_kw["sample_weight"] = sample_weight
-        detector = Detector(
-            type(clf)(**params).fit(features, labels, **fit_kw),
-            detector.prefilter,
-            features=detector.features,
-            **detector.params(),
-        )
+        fit_kw.update(_warm_start(detector.classifier, support, features, sample_weight, params))
+        refit = type(clf)(**params).fit(features, labels, **fit_kw)
+        support = getattr(refit, "support_", None)
+        detector = Detector(refit, detector.prefilter, features=detector.features, **detector.params())
     return detector, features, labels, table

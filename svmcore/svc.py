@@ -136,10 +136,11 @@ class _KernelSVM(BaseEstimator):
             verbose=self.verbose,
         )
 
-    def _fit_binary(self, X, spec, rows, ys, C, gram=None, block=None, settings=None):
+    def _fit_binary(self, X, spec, rows, ys, C, gram=None, block=None, settings=None, alpha0=None):
         """Solve the C-SVC dual on the training rows ``rows`` (sorted int indices into X) with labels ys (+-1)
         and box constraints C, all (len(rows),); returns the solver result. ``gram``: X's :class:`Gram`, or None;
-        ``block``: the rows' :class:`PairBlock`, or None; ``settings``: :meth:`_solver_settings`, or None."""
+        ``block``: the rows' :class:`PairBlock`, or None; ``settings``: :meth:`_solver_settings`, or None;
+        ``alpha0``: a feasible start (:func:`check_alpha_init`), None for 0."""
         settings = settings or self._solver_settings()
         if block is not None:
             Q = block.dense_q()
@@ -153,7 +154,7 @@ class _KernelSVM(BaseEstimator):
             Q = self._make_q(X, spec, ys)
         else:
             Q = self._make_q(X[np.ix_(rows, rows)] if spec.kind == "precomputed" else X[rows], spec, ys)
-        res = self._run(Q, -np.ones(len(rows)), ys, C, np.zeros(len(rows)), settings)
+        res = self._run(Q, -np.ones(len(rows)), ys, C, np.zeros(len(rows)) if alpha0 is None else alpha0, settings)
         res.rho += Q.rho_shift(res.alpha)
         return res
 
@@ -529,7 +530,14 @@ class SVC(ClassifierMixin, _KernelSVM):
         """Threads for the binary problems, from n_jobs (None: 1, -1: one per core); ValueError if invalid."""
         return 1 if self.n_jobs is None else check_threads(self.n_jobs, "n_jobs", all_cores=True)
 
-    def fit(self, X: MatrixLike, y: ArrayLike, sample_weight: ArrayLike | None = None) -> SVC:
+    def fit(
+        self,
+        X: MatrixLike,
+        y: ArrayLike,
+        sample_weight: ArrayLike | None = None,
+        *,
+        alpha_init: ArrayLike | None = None,
+    ) -> SVC:
         """Train and return self.
 
         X: (n, d) float array or CSR matrix (trained on a dense copy where that is cheaper and small:
@@ -537,10 +545,17 @@ class SVC(ClassifierMixin, _KernelSVM):
         with at least 2 distinct labels (numbers or strings); sample_weight: (n,) >= 0, None for ones; row
         i gets the box constraint C * class_weight[y_i] * sample_weight[i]. With probability=True, each
         binary model is first cross-validated (:meth:`_cross_val_decision`) and Platt's sigmoid fitted to
-        the out-of-fold decision values (:func:`svmcore.probability.fit_sigmoid`), as LIBSVM. Raises
-        ValueError for NaN/inf, wrong shapes, a single class (also among the rows of positive weight of a
-        pair of classes), class_weight labels that are not classes and bad hyperparameters; TypeError for
-        non-numeric input.
+        the out-of-fold decision values (:func:`svmcore.probability.fit_sigmoid`), as LIBSVM.
+
+        alpha_init: (n,) float, two classes only: the dual variables to start from instead of 0 (alpha seeding,
+        DeCoste and Wagstaff 2000), 0 <= alpha_init[i] <= row i's box constraint and sum_i y_i alpha_init[i] = 0
+        with y_i = +1 for classes_[1], -1 for classes_[0]. A refit on rows added to an earlier fit's training set
+        starts from that fit's alphas on its rows and 0 on the new ones (:func:`warm_alpha`): the same optimum,
+        reached from a point where only the new rows violate the KKT conditions. Platt's folds start from 0.
+
+        Raises ValueError for NaN/inf, wrong shapes, a single class (also among the rows of positive weight of a
+        pair of classes), class_weight labels that are not classes, bad hyperparameters and an infeasible or
+        multi-class alpha_init; TypeError for non-numeric input.
         """
         C_value = self._check_params()
         X, spec = self._prepare(X)
@@ -566,6 +581,11 @@ class SVC(ClassifierMixin, _KernelSVM):
             # the folds are drawn here, pair by pair, so that they do not depend on the order the threads take
             folds = rng.permutation(np.count_nonzero(C > 0)) if self.probability else None
             problems.append((rows, np.where(yi[rows] == b, 1.0, -1.0), C, folds))
+        if alpha_init is not None:
+            if len(classes) != 2:
+                raise ValueError(f"alpha_init: a start for two classes, got {len(classes)} classes")
+            rows, ys, C, _ = problems[0]
+            alpha_init = check_alpha_init(alpha_init, ys, C)
 
         def solve_pair(problem):
             rows, ys, C, folds = problem
@@ -579,12 +599,12 @@ class SVC(ClassifierMixin, _KernelSVM):
             )
             if fit_gram is None:
                 block = None
-            return self._fit_binary(X, spec, rows, ys, C, fit_gram, block, settings), sigmoid
+            return self._fit_binary(X, spec, rows, ys, C, fit_gram, block, settings, alpha_init), sigmoid
 
         threads = min(self._n_threads(), len(class_pairs))
         tiny = 2 * len(yi) / len(classes) < _THREADED_PAIR_ROWS
         batch = {}
-        if fit_gram is not None and (threads == 1 or tiny):
+        if fit_gram is not None and (threads == 1 or tiny) and alpha_init is None:
             batch = self._solve_on_gram(problems, spec, fit_gram, settings)
         rest = [problem for m, problem in enumerate(problems) if m not in batch]
         if threads > 1 and tiny:
@@ -879,3 +899,95 @@ def initial_one_class_alpha(total: float, upper: ArrayLike) -> np.ndarray:
         raise ValueError(f"infeasible: sum of alpha {total} exceeds the sum of bounds {upper.sum()}")
     before = np.concatenate([[0.0], np.cumsum(upper)[:-1]])
     return np.clip(total - before, 0.0, upper)
+
+
+def check_alpha_init(alpha: ArrayLike, y: ArrayLike, C: ArrayLike) -> np.ndarray:
+    """``alpha`` as a start of the C-SVC dual with labels ``y`` (+-1) and box constraints ``C``.
+
+    Parameters
+    ----------
+    alpha, y, C : array-like of shape (n,)
+
+    Returns
+    -------
+    ndarray of shape (n,), float64
+
+    Raises
+    ------
+    ValueError
+        A wrong shape, NaN or inf, an alpha outside [0, C], or y'alpha != 0 beyond rounding (1e-9 of sum alpha):
+        the solver keeps y'alpha where it starts, and the C-SVC dual needs 0.
+    """
+    alpha = np.array(alpha, dtype=np.float64)
+    y, C = np.asarray(y, dtype=np.float64), np.asarray(C, dtype=np.float64)
+    if alpha.shape != y.shape:
+        raise ValueError(f"alpha_init: expected shape {y.shape}, got {alpha.shape}")
+    if not np.isfinite(alpha).all():
+        raise ValueError("alpha_init: NaN or inf")
+    if (alpha < 0).any() or (alpha > C).any():
+        worst = int(np.argmax(np.maximum(-alpha, alpha - C)))
+        raise ValueError(
+            f"alpha_init: need 0 <= alpha_init[i] <= C_i (C times the row's weights); row {worst} has "
+            f"{alpha[worst]:g} against C_i = {C[worst]:g}"
+        )
+    balance = float(y @ alpha)
+    if abs(balance) > 1e-9 * max(float(alpha.sum()), 1.0):
+        raise ValueError(f"alpha_init: sum_i y_i alpha_i must be 0, got {balance:g} (feasible_alpha makes it so)")
+    return alpha
+
+
+def feasible_alpha(alpha: ArrayLike, y: ArrayLike, C: ArrayLike) -> np.ndarray:
+    """A feasible start of the C-SVC dual near ``alpha``: clipped to [0, C], then the alphas of the class whose
+    sum is larger scaled down so that y'alpha = 0. For starts put together from several solutions (the merged
+    support vectors of a Cascade SVM, Graf et al. 2004, Sec. 2), which hold a row twice or leave y'alpha off 0.
+
+    Parameters
+    ----------
+    alpha, y, C : array-like of shape (n,)
+        Multipliers, labels +-1, box constraints.
+
+    Returns
+    -------
+    ndarray of shape (n,), float64
+    """
+    alpha = np.clip(np.asarray(alpha, dtype=np.float64), 0.0, np.asarray(C, dtype=np.float64))
+    pos = np.asarray(y) > 0
+    s_pos, s_neg = alpha[pos].sum(), alpha[~pos].sum()
+    big, small = (pos, s_neg / s_pos) if s_pos > s_neg else (~pos, s_pos / s_neg if s_neg > 0 else 1.0)
+    alpha[big] *= small
+    return alpha
+
+
+def warm_alpha(svc: SVC, n: int, rows: ArrayLike | None = None) -> np.ndarray:
+    """The multipliers of a fitted binary ``svc`` over ``n`` training rows: |dual_coef_| on the rows of its support
+    vectors, 0 elsewhere; rows appended after the ones it was fitted on start at 0. The ``alpha_init`` of a refit
+    on a grown training set (:meth:`SVC.fit`).
+
+    Parameters
+    ----------
+    svc : SVC
+        Fitted, two classes.
+    n : int
+        Rows of the new training set.
+    rows : array-like of shape (n_SV,) of int, or None
+        The positions of its support vectors among the n rows; None: ``svc.support_`` (the rows it was fitted on
+        come first, in their order).
+
+    Returns
+    -------
+    ndarray of shape (n,), float64
+
+    Raises
+    ------
+    ValueError
+        A model of more than two classes, or positions that are not rows (``support_`` -1: a reduced set).
+    """
+    check_fitted(svc, "support_")
+    if len(svc.classes_) != 2:
+        raise ValueError(f"warm_alpha: a binary SVC, got {len(svc.classes_)} classes")
+    support = np.asarray(svc.support_ if rows is None else rows)
+    if support.shape != (len(svc.support_),) or (len(support) and (support.min() < 0 or support.max() >= n)):
+        raise ValueError(f"warm_alpha: the support vectors' positions must be {len(svc.support_)} rows of {n}")
+    alpha = np.zeros(n)
+    alpha[support] = np.abs(np.ravel(svc.dual_coef_))
+    return alpha

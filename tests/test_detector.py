@@ -308,9 +308,10 @@ def test_bootstrap_keeps_sample_weights(small, negatives):
     w2 = np.r_[w, np.ones(len(F2) - len(F))][clf.support_]
     assert (alpha <= clf.C * w2 * (1 + 1e-9)).all()
     assert alpha[labels2[clf.support_] == 1].max() > clf.C * (1 + 1e-6)  # a face above C: its weight was used
-    # the same as one weighted fit on the grown set
+    # the optimum of one weighted fit on the grown set (the refit started from the round's alphas, to tol)
     ref = type(clf)(**clf.get_params()).fit(F2, labels2, sample_weight=np.r_[w, np.ones(len(F2) - len(F))])
-    np.testing.assert_allclose(clf.decision_function(F[:50]), ref.decision_function(F[:50]), atol=1e-6)
+    assert clf.objective_ == pytest.approx(ref.objective_, rel=1e-5)
+    np.testing.assert_allclose(clf.decision_function(F[:50]), ref.decision_function(F[:50]), atol=5e-3)
 
 
 def test_box_calibration_on_train_split(data_dir):

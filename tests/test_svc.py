@@ -1520,3 +1520,35 @@ def test_load_refuses_corrupt_sparse_layouts(edit, match, reuters_csr, tmp_path,
     path = svmcore.SVC(gamma=1.0, C=10.0).fit(X, y).save(tmp_path / "m.npz")
     with pytest.raises(ValueError, match=match):
         svmcore.load(rewrite_model(path, tmp_path / "bad.npz", edit))
+
+
+def test_alpha_init_warm_start_reaches_the_cold_optimum(cbcl_small):
+    """A refit on a grown set from the earlier fit's alphas (new rows at 0) reaches LIBSVM's optimum of the grown
+    set, with the KKT conditions to tol; an infeasible start is refused before any solving."""
+    from svmcore.svc import feasible_alpha, warm_alpha
+
+    X, y, Xt, yt = cbcl_small
+    params = dict(kernel="poly", degree=2, gamma=1 / 361, coef0=1.0, C=1.0)
+    first = svmcore.SVC(**params).fit(X[:900], y[:900])
+    start = warm_alpha(first, len(X))
+    assert start[900:].max() == 0 and np.count_nonzero(start) == len(first.support_)
+    warm = svmcore.SVC(**params).fit(X, y, alpha_init=start)
+    ref = sk.SVC(tol=1e-3, **params).fit(X, y)
+    K = pairwise_kernel(X, kernel="poly", gamma=1 / 361, degree=2, coef0=1.0)
+    ref_coef = np.zeros(len(X))
+    ref_coef[ref.support_] = ref.dual_coef_[0]
+    assert abs(warm.objective_ - dual_objective(K, ref_coef)) <= 1e-4 * abs(warm.objective_)
+    assert warm.kkt_violation_ <= 1e-3
+    assert np.abs(warm.decision_function(Xt) - ref.decision_function(Xt)).max() <= 5e-3
+    ys = np.where(y == warm.classes_[1], 1.0, -1.0)
+    with pytest.raises(ValueError, match="must be 0"):
+        svmcore.SVC(**params).fit(X, y, alpha_init=np.where(ys > 0, 0.5, 0.0))
+    with pytest.raises(ValueError, match="C_i"):
+        svmcore.SVC(**params).fit(X, y, alpha_init=2 * start)
+    with pytest.raises(ValueError, match="shape"):
+        svmcore.SVC(**params).fit(X, y, alpha_init=start[:-1])
+    # two partial solutions that share rows, made feasible: in [0, C], y'a = 0, nothing raised up
+    both = feasible_alpha(start + warm_alpha(warm, len(X)), ys, np.ones(len(X)))
+    assert both.min() >= 0 and both.max() <= 1.0 and abs(ys @ both) <= 1e-9 * both.sum()
+    again = svmcore.SVC(**params).fit(X, y, alpha_init=both)
+    assert again.objective_ == pytest.approx(warm.objective_, rel=1e-4)
