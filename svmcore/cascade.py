@@ -29,7 +29,7 @@ from .validation import (
 )
 from .base import BaseEstimator, ClassifierMixin
 from .kernels import resolve_kernel
-from .svc import SVC
+from .svc import SVC, feasible_alpha
 
 if TYPE_CHECKING:
     import os
@@ -47,11 +47,13 @@ KERNELS = ("linear", "poly", "rbf")  # a precomputed kernel cannot be cut into p
 @dataclass
 class _Rows:
     """Training rows of one sub-problem: X (m, d) float64, y (m,) +-1 float64, index (m,) int64, the rows' positions
-    in the whole training set, sorted (the key that merges two sets without duplicates)."""
+    in the whole training set, sorted (the key that merges two sets without duplicates); alpha (m,) float64, the
+    multipliers of the node that passed them up, or None for a partition's rows."""
 
     X: np.ndarray
     y: np.ndarray
     index: np.ndarray
+    alpha: np.ndarray | None = None
 
 
 @dataclass
@@ -97,21 +99,33 @@ def _union(*sets: _Rows | None) -> _Rows:
     sets = [r for r in sets if r is not None]
     if len(sets) == 1:
         return sets[0]
-    index, first = np.unique(np.concatenate([r.index for r in sets]), return_index=True)
-    return _Rows(*(np.concatenate([getattr(r, k) for r in sets])[first] for k in ("X", "y")), index)
+    index, first, where = np.unique(np.concatenate([r.index for r in sets]), return_index=True, return_inverse=True)
+    alpha = None
+    if any(r.alpha is not None for r in sets):
+        # a row passed up by two nodes (a fed-back support vector) starts at the mean of their alphas
+        given = np.concatenate([np.full(len(r.index), r.alpha is not None) for r in sets])
+        values = np.concatenate([np.zeros(len(r.index)) if r.alpha is None else r.alpha for r in sets])
+        alpha, count = np.zeros(len(index)), np.zeros(len(index))
+        np.add.at(alpha, where, values)
+        np.add.at(count, where, given)
+        alpha /= np.maximum(count, 1)
+    return _Rows(*(np.concatenate([getattr(r, k) for r in sets])[first] for k in ("X", "y")), index, alpha)
 
 
 def _fit_rows(rows: _Rows, params: dict, below: tuple[_Node, ...] = ()) -> _Node:
-    """One node: an SVC on ``rows``; passes up its support vectors (all rows where they hold one class)."""
+    """One node: an SVC on ``rows``, started from the alphas they were passed up with (Graf et al., Sec. 2: made
+    feasible, :func:`feasible_alpha`); passes up its support vectors (all rows where they hold one class)."""
     seconds = sum(n.seconds for n in below)
     n_iter = sum(n.n_iter for n in below)
-    if np.unique(rows.y).size < 2:
-        return _Node(rows, None, rows.index, seconds, n_iter)
-    svc = SVC(**params).fit(rows.X, rows.y)
+    if np.unique(rows.y).size < 2:  # alpha = 0 solves it
+        return _Node(_Rows(rows.X, rows.y, rows.index), None, rows.index, seconds, n_iter)
+    start = None
+    if rows.alpha is not None and rows.alpha.any():
+        start = feasible_alpha(rows.alpha, rows.y, np.full(len(rows.y), float(params["C"])))
+    svc = SVC(**params).fit(rows.X, rows.y, alpha_init=start)
     sv = svc.support_
-    return _Node(
-        _Rows(rows.X[sv], rows.y[sv], rows.index[sv]), svc, rows.index, seconds + svc.fit_seconds_, n_iter + svc.n_iter_
-    )
+    up = _Rows(rows.X[sv], rows.y[sv], rows.index[sv], np.abs(svc.dual_coef_[0]))
+    return _Node(up, svc, rows.index, seconds + svc.fit_seconds_, n_iter + svc.n_iter_)
 
 
 def _first_layer(part: _Rows, feedback: _Rows | None, params: dict) -> _Node:
@@ -231,8 +245,11 @@ class CascadeSVC(ClassifierMixin, BaseEstimator):
     Notes
     -----
     Feedback (Graf et al., Sec. 2): the first-layer SVMs of pass k + 1 train on their partition plus the support
-    vectors of pass k's last SVM, so each starts from a problem holding the best solution so far; their solution
-    is sought from scratch (the fits are plain :class:`svmcore.SVC` fits, without Graf et al.'s warm start).
+    vectors of pass k's last SVM, so each starts from a problem holding the best solution so far. Every fit starts
+    from the alphas its rows were passed up with (Graf et al.'s warm start; ``SVC.fit(alpha_init=)``): a node of a
+    later layer from its two children's (a row both pass up at their mean, made feasible by
+    :func:`svmcore.svc.feasible_alpha`), a first-layer node of a later pass from the last SVM's on the fed-back
+    rows and 0 on its partition.
     A node whose rows hold a single class passes all of them up (its dual has the solution alpha = 0).
 
     Repair step: the sub-problems are solved to ``tol``, not exactly, so a pass can return the support vectors of
