@@ -14,7 +14,7 @@ whole first (:func:`in_memory_pays`).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 import numba as nb
 import numpy as np
@@ -76,6 +76,18 @@ def store_rows(data, slots, active, block):
             row[active[s]] = block[r, s]
 
 
+class CacheArrays(NamedTuple):
+    """A :class:`ColumnCache`'s state as the solver's compiled loop reads and updates it, one structure:
+    ``data`` (n_slots, n) the columns, ``slot_of`` (n,) int64, ``owner``, ``last_used`` (n_slots,) int64, ``full``
+    (n_slots,) bool (their meaning: :class:`ColumnCache`). The arrays themselves, not copies."""
+
+    data: np.ndarray
+    slot_of: np.ndarray
+    owner: np.ndarray
+    last_used: np.ndarray
+    full: np.ndarray
+
+
 class ColumnCache:
     """Least-recently-used cache of Q columns, bounded in megabytes (LIBSVM's cache, filled block-wise).
 
@@ -118,6 +130,11 @@ class ColumnCache:
         self.misses = 0  # counted by the compiled loop (smo's io slot _MISSES)
         self.n_filled = n
         return self
+
+    @property
+    def arrays(self) -> CacheArrays:
+        """The state the compiled loop shares (the same arrays)."""
+        return CacheArrays(self.data, self.slot_of, self.owner, self.last_used, self.full)
 
     def drop_partial(self) -> None:
         """Forget columns computed only over the shrunk active set (they lack rows that unshrinking needs)."""

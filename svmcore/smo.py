@@ -28,7 +28,7 @@ import numpy as np
 
 from .validation import ConvergenceWarning
 from .kernels import pairwise_sum
-from .qmatrix import ColumnCache, float32_columns_suffice, in_memory_pays
+from .qmatrix import CacheArrays, ColumnCache, float32_columns_suffice, in_memory_pays
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -288,30 +288,10 @@ def _shrink(G, alpha, y, C, active, n_active, m, M):
 
 
 @nb.njit(cache=True, nogil=True)  # nogil: SVC(n_jobs) solves binary problems on threads at once
-def _iterate(
-    G,
-    alpha,
-    y,
-    C,
-    diag,
-    active,
-    io,
-    fo,
-    data,
-    slot_of,
-    last_used,
-    q,
-    tol,
-    shrink_every,
-    budget,
-    need,
-    qbuf,
-    vec,
-    fwork,
-    iwork,
-):
+def _iterate(G, alpha, y, C, diag, active, io, fo, cache, q, tol, shrink_every, budget, need, qbuf, vec, fwork, iwork):
     """Run up to ``budget`` working-set iterations; see the module docstring. Returns _CONVERGED (on the
     active set), _NEED_COLUMNS (need[:io[_N_NEED]] must be cached first) or _BUDGET."""
+    data, slot_of, last_used = cache.data, cache.slot_of, cache.last_used
     n_active = io[_N_ACTIVE]
     for _ in range(budget):
         i, m, M = violation_extremes(G, alpha, y, C, active[:n_active])
@@ -454,12 +434,13 @@ def compute_rho(G, alpha, y, C):
 
 
 @nb.njit(cache=True, nogil=True)
-def _unshrink(G, alpha, p, active, io, data, slot_of, owner, last_used, full, in_memory):
+def _unshrink(G, alpha, p, active, io, cache, in_memory):
     """Reconstruct the gradients of the shrunk variables from the cached columns and make every variable active
     again; False (nothing changed) where a column of a nonzero alpha is not cached on all variables and the cache
     is not in memory (``_gradient`` then computes it). Sums as ``_gradient``: the columns cached on all variables
     first, then the others (an in-memory cache holds every column whole: its slot j is column j), each group in
     index order; then forgets the columns cached on the shrunk active set only (``ColumnCache.drop_partial``)."""
+    data, slot_of, owner, last_used, full = cache
     n = alpha.shape[0]
     n_active = io[_N_ACTIVE]
     nz = np.flatnonzero(alpha)
@@ -504,11 +485,7 @@ def _drive(
     active,
     io,
     fo,
-    data,
-    slot_of,
-    owner,
-    last_used,
-    full,
+    cache,
     in_memory,
     q,
     tol,
@@ -531,26 +508,22 @@ def _drive(
         left = _CHUNK if max_iter < 0 else min(_CHUNK, max_iter - io[_N_ITER])
         if left <= 0 or (max_iter < 0 and io[_N_INNER] >= pair_step_cap):
             return _STOPPED
-        status = _iterate(
-            G, alpha, y, C, diag, active, io, fo, data, slot_of, last_used, q, tol, shrink_every, left, need, *work
-        )
+        status = _iterate(G, alpha, y, C, diag, active, io, fo, cache, q, tol, shrink_every, left, need, *work)
         if status == _NEED_COLUMNS:
             if not in_memory:
                 return status
             whole = io[_N_ACTIVE] == n
             for r in range(io[_N_NEED]):
                 j = need[r]
-                slot_of[j] = j
-                owner[j] = j
-                full[j] = whole
-                last_used[j] = io[_CLOCK]
+                cache.slot_of[j] = j
+                cache.owner[j] = j
+                cache.full[j] = whole
+                cache.last_used[j] = io[_CLOCK]
             io[_MISSES] += io[_N_NEED]
         elif status == _CONVERGED:
             if io[_N_ACTIVE] == n:
                 return status
-            if not (
-                serve_unshrink and _unshrink(G, alpha, p, active, io, data, slot_of, owner, last_used, full, in_memory)
-            ):
+            if not (serve_unshrink and _unshrink(G, alpha, p, active, io, cache, in_memory)):
                 return _NEED_GRADIENT
         elif report:
             return status
@@ -588,10 +561,13 @@ def solve_in_memory(Qmem, p, y, C, alpha, diag, tol, working_set_size, shrinking
         _add_cached(G, np.arange(n), Qmem, nz, alpha[nz])
     need, active, io, fo, shrink_every, work = _loop_state(n, q, shrinking)
     cap = max(MAX_PAIR_STEPS, PAIR_STEPS_PER_ROW * n)
-    slot_of = np.full(n, -1, dtype=np.int64)
-    owner = np.full(n, -1, dtype=np.int64)
-    last_used = np.zeros(n, dtype=np.int64)
-    full = np.zeros(n, dtype=np.bool_)
+    cache = CacheArrays(
+        Qmem,
+        np.full(n, -1, dtype=np.int64),
+        np.full(n, -1, dtype=np.int64),
+        np.zeros(n, dtype=np.int64),
+        np.zeros(n, dtype=np.bool_),
+    )
     status = _drive(
         G,
         alpha,
@@ -602,11 +578,7 @@ def solve_in_memory(Qmem, p, y, C, alpha, diag, tol, working_set_size, shrinking
         active,
         io,
         fo,
-        Qmem,
-        slot_of,
-        owner,
-        last_used,
-        full,
+        cache,
         True,
         q,
         tol,
@@ -622,7 +594,7 @@ def solve_in_memory(Qmem, p, y, C, alpha, diag, tol, working_set_size, shrinking
     violation = fo[0]
     if not converged:
         if io[_N_ACTIVE] < n:
-            _unshrink(G, alpha, p, active, io, Qmem, slot_of, owner, last_used, full, True)
+            _unshrink(G, alpha, p, active, io, cache, True)
         _, m, M = violation_extremes(G, alpha, y, C, np.arange(n))
         violation = m - M
     return G, converged, max(violation, 0.0), io[_N_ITER], io[_N_INNER], io[_HITS], io[_MISSES]
@@ -736,11 +708,7 @@ def solve(
             active,
             io,
             fo,
-            cache.data,
-            cache.slot_of,
-            cache.owner,
-            cache.last_used,
-            cache.full,
+            cache.arrays,
             cache.in_memory,
             q,
             tol,
