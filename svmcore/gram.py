@@ -10,7 +10,7 @@ kernel functions themselves are in :mod:`svmcore.kernels`.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import numba as nb
 import numpy as np
@@ -76,16 +76,16 @@ class Gram:
 
     def shifts(self, rows: ArrayLike) -> bool:
         """Whether :func:`sparse_centre` may shift the rows ``rows`` (int array): False for text data and dense rows."""
-        return self.sparse and gram_shifts(
-            self.dot, self.sq, *self.csr_arrays(), np.asarray(rows, dtype=np.int64), self.MARGIN, self.SMALL
-        )
+        return self.sparse and gram_shifts(self.shift_test(), np.asarray(rows, dtype=np.int64))
 
-    def csr_arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
-        """(indptr, indices, data float64, d) of a CSR X, for :func:`gram_shifts`; empty arrays for dense rows."""
+    def shift_test(self) -> ShiftTest:
+        """What :func:`gram_shifts` reads, for compiled callers: the products, the norms and X's CSR parts (empty
+        arrays for dense rows)."""
         if not self.sparse:
             empty = np.empty(0, dtype=np.int32)
-            return empty, empty, np.empty(0), self.X.shape[1]
-        return self.X.indptr, self.X.indices, self._data, self.X.shape[1]
+            return ShiftTest(self.dot, self.sq, empty, empty, np.empty(0), self.X.shape[1], self.MARGIN, self.SMALL)
+        X = self.X
+        return ShiftTest(self.dot, self.sq, X.indptr, X.indices, self._data, X.shape[1], self.MARGIN, self.SMALL)
 
     def kernel(self, a: np.ndarray, b: np.ndarray, spec: KernelSpec, out: np.ndarray | None = None) -> np.ndarray:
         """K(X[a], X[b]) (len(a), len(b)) for index arrays a and b, as :func:`kernel_block` of those rows gives it."""
@@ -113,11 +113,27 @@ def cut_block(M, a, b):
     return out
 
 
+class ShiftTest(NamedTuple):
+    """A :class:`Gram`'s arrays that decide whether rows shift (:func:`gram_shifts`): its products ``dot`` (n, n) and
+    norms ``sq`` (n,) float64, X's CSR ``indptr``, ``indices``, ``data`` (float64) and ``d`` columns, and the screen's
+    ``margin`` and ``small`` (Gram.MARGIN, Gram.SMALL)."""
+
+    dot: np.ndarray
+    sq: np.ndarray
+    indptr: np.ndarray
+    indices: np.ndarray
+    data: np.ndarray
+    d: int
+    margin: float
+    small: int
+
+
 @nb.njit(cache=True, nogil=True)
-def gram_shifts(dot, sq, indptr, indices, data, d, rows, margin, small):
-    """:meth:`Gram.shifts` on its arrays (dot, sq, and X's CSR parts with data as float64), compiled for the callers
-    that cut many problems from one Gram. The first screen's sums run in another order than numpy's would: it only
-    decides whether the exact screen runs, ``margin`` clear of the boundary, so the answer is the same."""
+def gram_shifts(test, rows):
+    """:meth:`Gram.shifts` on its :class:`ShiftTest` ``test``, compiled for the callers that cut many problems from one
+    Gram. The first screen's sums run in another order than numpy's would: it only decides whether the exact screen
+    runs, ``margin`` clear of the boundary, so the answer is the same."""
+    dot, sq, indptr, indices, data, d, margin, small = test
     n = rows.shape[0]
     if n == 0:
         return False

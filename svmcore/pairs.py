@@ -117,14 +117,7 @@ def solve_pairs(
     shrinking,
     max_iter,
     centred,
-    dot,
-    sq,
-    indptr,
-    indices,
-    data,
-    d,
-    margin,
-    small,
+    shift,
     alpha,
     G,
     counts,
@@ -140,7 +133,7 @@ def solve_pairs(
 
     A pair is left to the caller (counts[m, 0] = 0) where :meth:`SVC._pair_block` gives no block (more rows than the
     cache holds, held32 / held64 the most it holds, or rows that shift: ``centred``,
-    :func:`svmcore.gram.gram_shifts` on the Gram's arrays dot, sq, indptr, indices, data, d, margin, small), and
+    :func:`svmcore.gram.gram_shifts` on the Gram's :class:`svmcore.gram.ShiftTest` ``shift``), and
     where its folds need the caller: a fold that shifts, one that stops unconverged (its warning), decision values
     that are not finite (fit_sigmoid's error). Writes alpha and G (per position), counts[m] = (solved, converged,
     iterations, pair steps, cache hits, misses) and values[m] = (KKT violation, rho, A, B)."""
@@ -148,9 +141,7 @@ def solve_pairs(
         s, e = starts[m], starts[m + 1]
         r, y, c = rows[s:e], ys[s:e], C[s:e]
         dg = diag[r]
-        if e - s > (held64 if wide[m] else held32) or (
-            centred and gram_shifts(dot, sq, indptr, indices, data, d, r, margin, small)
-        ):
+        if e - s > (held64 if wide[m] else held32) or (centred and gram_shifts(shift, r)):
             continue
         cols = column_of[r]
         Q32 = _signed_cut(K32, r, cols, y)
@@ -175,15 +166,8 @@ def solve_pairs(
                 shrinking,
                 max_iter,
                 centred,
-                dot,
-                sq,
-                indptr,
-                indices,
-                data,
-                d,
+                shift,
                 r,
-                margin,
-                small,
                 f,
                 folds,
                 np.zeros((2, n_folds)),
@@ -231,15 +215,8 @@ def fold_decisions(
     shrinking,
     max_iter,
     centred,
-    dot,
-    sq,
-    indptr,
-    indices,
-    data,
-    d,
+    shift,
     rows,
-    margin,
-    small,
     f,
     folds,
     fold_values,
@@ -252,8 +229,8 @@ def fold_decisions(
     the same order (BLAS's product as numpy calls it), so the same numbers. Writes f (len(kept),) and, per fold i,
     folds[:, i] = (state, solved, converged, pair steps) (int64 (4, n_folds)), fold_values[:, i] = (KKT violation,
     rho) (float64 (2, n_folds)); state FOLD_DONE, or FOLD_FIT / FOLD_DECIDE where the fold's training rows /
-    support vectors shift (:func:`svmcore.gram.gram_shifts` on the Gram's arrays dot, sq, indptr, indices, data,
-    d, the pair's global ``rows``, margin, small, where ``centred``), left to the caller, with fold_alpha[i] (float64
+    support vectors shift (:func:`svmcore.gram.gram_shifts` on the Gram's :class:`svmcore.gram.ShiftTest` ``shift``
+    and the pair's global ``rows``, where ``centred``), left to the caller, with fold_alpha[i] (float64
     (n_folds, len(kept))) on the kept positions and the rho for FOLD_DECIDE. Returns (folds left to the caller,
     folds solved without converging)."""
     n = kept.shape[0]
@@ -273,7 +250,7 @@ def fold_decisions(
                 f[t] = 1.0 if n_pos else (-1.0 if train.shape[0] else 0.0)
             continue
         tr = kept[train]
-        if centred and gram_shifts(dot, sq, indptr, indices, data, d, rows[tr], margin, small):
+        if centred and gram_shifts(shift, rows[tr]):
             folds[0, i] = FOLD_FIT
             left += 1
             continue
@@ -291,7 +268,7 @@ def fold_decisions(
         rho = compute_rho(G, alpha, y, c) + 0.0  # + KernelQ.rho_shift: 0 for rows cut from a Gram
         coef = alpha * y
         sv = np.flatnonzero(coef != 0)
-        if centred and gram_shifts(dot, sq, indptr, indices, data, d, rows[tr[sv]], margin, small):
+        if centred and gram_shifts(shift, rows[tr[sv]]):
             folds[0, i] = FOLD_DECIDE
             left += 1
             fold_alpha[i, train] = alpha
