@@ -73,13 +73,13 @@ class PairBlock:
 
 
 @nb.njit(cache=True, nogil=True)
-def _solve_cut(Q, train, y, C, diag, tol, working_set_size, shrinking, max_iter):
+def _solve_cut(Q, train, y, C, diag, settings):
     """Solve the C-SVC dual on the rows ``train`` of the pair's whole Q (float32 or float64 (n, n)): alpha, G,
     converged, KKT violation, pair steps (:func:`svmcore.smo.solve_in_memory`; y, C, diag are the cut's)."""
     m = train.shape[0]
     alpha = np.zeros(m)
     G, converged, violation, _, n_inner, _, _ = solve_in_memory(
-        cut_block(Q, train, train), np.full(m, -1.0), y, C, alpha, diag, tol, working_set_size, shrinking, max_iter
+        cut_block(Q, train, train), np.full(m, -1.0), y, C, alpha, diag, settings
     )
     return alpha, G, converged, violation, n_inner
 
@@ -112,10 +112,7 @@ def solve_pairs(
     n_folds,
     held32,
     held64,
-    tol,
-    working_set_size,
-    shrinking,
-    max_iter,
+    settings,
     centred,
     shift,
     alpha,
@@ -161,10 +158,7 @@ def solve_pairs(
                 perms[perm_starts[m] : perm_starts[m + 1]],
                 n_folds,
                 EPS32,
-                tol,
-                working_set_size,
-                shrinking,
-                max_iter,
+                settings,
                 centred,
                 shift,
                 r,
@@ -179,11 +173,11 @@ def solve_pairs(
         a = np.zeros(e - s)
         if wide[m]:
             g, conv, viol, n_iter, n_inner, hits, misses = solve_in_memory(
-                Q64, np.full(e - s, -1.0), y, c, a, dg, tol, working_set_size, shrinking, max_iter
+                Q64, np.full(e - s, -1.0), y, c, a, dg, settings
             )
         else:
             g, conv, viol, n_iter, n_inner, hits, misses = solve_in_memory(
-                Q32, np.full(e - s, -1.0), y, c, a, dg, tol, working_set_size, shrinking, max_iter
+                Q32, np.full(e - s, -1.0), y, c, a, dg, settings
             )
         alpha[s:e] = a
         G[s:e] = g
@@ -210,10 +204,7 @@ def fold_decisions(
     perm,
     n_folds,
     eps,
-    tol,
-    working_set_size,
-    shrinking,
-    max_iter,
+    settings,
     centred,
     shift,
     rows,
@@ -255,14 +246,10 @@ def fold_decisions(
             left += 1
             continue
         y, c, dg = ys[tr], C[tr], diag[tr]
-        if c.max() * np.abs(dg).max() * eps < tol:  # float32_columns_suffice
-            alpha, G, converged, violation, n_inner = _solve_cut(
-                Q32, tr, y, c, dg, tol, working_set_size, shrinking, max_iter
-            )
+        if c.max() * np.abs(dg).max() * eps < settings.tol:  # float32_columns_suffice
+            alpha, G, converged, violation, n_inner = _solve_cut(Q32, tr, y, c, dg, settings)
         else:
-            alpha, G, converged, violation, n_inner = _solve_cut(
-                Q64, tr, y, c, dg, tol, working_set_size, shrinking, max_iter
-            )
+            alpha, G, converged, violation, n_inner = _solve_cut(Q64, tr, y, c, dg, settings)
         folds[1, i], folds[2, i], folds[3, i], fold_values[0, i] = 1, converged, n_inner, violation
         unconverged += not converged
         rho = compute_rho(G, alpha, y, c) + 0.0  # + KernelQ.rho_shift: 0 for rows cut from a Gram

@@ -21,7 +21,7 @@ from __future__ import annotations
 import time
 import warnings
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import numba as nb
 import numpy as np
@@ -546,13 +546,30 @@ def _loop_state(n, q, shrinking):
     return need, active, io, np.zeros(1), shrink_every, work
 
 
+class SolverSettings(NamedTuple):
+    """:func:`solve`'s settings as compiled callers of :func:`solve_in_memory` pass them on, one structure: ``tol``,
+    ``working_set_size`` (q >= 2), ``shrinking``, ``max_iter`` (< 0 for none)."""
+
+    tol: float
+    working_set_size: int
+    shrinking: bool
+    max_iter: int
+
+    @classmethod
+    def of(cls, tol: float, working_set_size: int | None, shrinking: bool, max_iter: int | None) -> SolverSettings:
+        """From :func:`solve`'s keywords (None: q = 64, no max_iter)."""
+        q = 64 if working_set_size is None else int(working_set_size)
+        return cls(float(tol), q, bool(shrinking), -1 if max_iter is None else int(max_iter))
+
+
 @nb.njit(cache=True, nogil=True)
-def solve_in_memory(Qmem, p, y, C, alpha, diag, tol, working_set_size, shrinking, max_iter):
+def solve_in_memory(Qmem, p, y, C, alpha, diag, settings):
     """The compiled core of :func:`solve` on Q held whole, also called by compiled callers (SVC's batch of pairs):
     Qmem (n, n) float32 or float64 (Q's columns as its rows), p, y, C, alpha (the start, updated in place: feasible,
-    n >= 2), diag (n,) float64 Q_ii as the Q-matrix gives them; ``working_set_size`` q >= 2, ``max_iter`` < 0 for
-    none. The same iterates as :func:`solve` on a Q-matrix of those columns (its in-memory mode). Returns (G,
+    n >= 2), diag (n,) float64 Q_ii as the Q-matrix gives them; ``settings`` a :class:`SolverSettings`. The same
+    iterates as :func:`solve` on a Q-matrix of those columns (its in-memory mode). Returns (G,
     converged, kkt_violation, n_iter, n_inner, hits, misses); rho is :func:`compute_rho` (G, alpha, y, C)."""
+    tol, working_set_size, shrinking, max_iter = settings
     n = alpha.shape[0]
     q = min(working_set_size, n)
     G = p.copy()
@@ -686,7 +703,7 @@ def solve(
         block = np.ascontiguousarray(Q.rows(all_idx, all_idx))
         if not (callback is not None or verbose):  # one compiled call
             G, converged, violation, n_iter, n_inner, hits, misses = solve_in_memory(
-                block, p, y, C, alpha, diag, tol, q, bool(shrinking), -1 if max_iter is None else int(max_iter)
+                block, p, y, C, alpha, diag, SolverSettings.of(tol, q, shrinking, max_iter)
             )
             if not converged:
                 warn_not_converged(max_iter, n_inner, violation, tol)

@@ -53,7 +53,7 @@ from . import pairs
 from .pairs import FOLD_DECIDE, PairBlock, fold_decisions, gram_pays, most_held, solve_pairs, uses_gram
 from .probability import MIN_PROB, fit_sigmoid, pairwise_coupling, sigmoid_predict
 from .qmatrix import EPS32, KernelQ, PrecomputedQ, cache_holds
-from .smo import SolverResult, solve, warn_not_converged
+from .smo import SolverResult, SolverSettings, solve, warn_not_converged
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -214,7 +214,7 @@ class _KernelSVM(BaseEstimator):
             perm_starts, perms, n_folds = np.zeros(len(problems) + 1, dtype=np.int64), np.zeros(0, dtype=np.int64), 0
         alpha, G = np.empty(len(rows)), np.empty(len(rows))
         counts, values = np.zeros((len(problems), 6), dtype=np.int64), np.zeros((len(problems), 4))
-        q, max_iter = settings["working_set_size"], settings["max_iter"]
+        max_iter = settings["max_iter"]
         solve_pairs(
             K32,
             K64,
@@ -230,10 +230,7 @@ class _KernelSVM(BaseEstimator):
             n_folds,
             most_held(cache_mb, np.float32),
             most_held(cache_mb, np.float64),
-            tol,
-            64 if q is None else int(q),
-            bool(self.shrinking),
-            -1 if max_iter is None else int(max_iter),
+            SolverSettings.of(tol, settings["working_set_size"], self.shrinking, settings["max_iter"]),
             centres(spec, True) and gram.sparse,
             gram.shift_test(),
             alpha,
@@ -656,7 +653,7 @@ class SVC(ClassifierMixin, _KernelSVM):
                 np.zeros((2, n_folds)),
                 np.zeros((n_folds, n)),
             )
-            q, max_iter = settings["working_set_size"], settings["max_iter"]
+            max_iter = settings["max_iter"]
             left, unconverged = fold_decisions(
                 block.Q32,
                 block.Q64,
@@ -668,10 +665,7 @@ class SVC(ClassifierMixin, _KernelSVM):
                 np.asarray(perm, dtype=np.int64),
                 n_folds,
                 max(block.Q.column_rel_error, EPS32),
-                settings["tol"],
-                64 if q is None else q,
-                bool(self.shrinking),
-                -1 if max_iter is None else max_iter,
+                SolverSettings.of(settings["tol"], settings["working_set_size"], self.shrinking, settings["max_iter"]),
                 centres(spec, True) and gram.sparse,
                 gram.shift_test(),
                 rows_all,
