@@ -127,10 +127,12 @@ def test_calibrate_confidence_on_real_photos(data_dir):
     assert conf.sum() == pytest.approx(targets, rel=1e-3)
     order = np.argsort(scores)
     assert (np.diff(conf[order]) >= 0).all()
-    # one scan at a lower threshold serves as well: the same detections, the same sigmoid
+    # one scan at a lower threshold serves as well: the same detections, the same sigmoid (to float32 rounding: on
+    # some CPUs OpenBLAS's float32 products round a window's score differently with the size of its batch, ~1e-7)
     windows = scan_items(det, items, det.threshold - 2.0)
     again, s2, f2 = calibrate_confidence(det, items, threshold=det.threshold - 1.5, windows=windows)
-    assert again.platt == calibrated.platt and np.array_equal(s2, scores) and np.array_equal(f2, is_face)
+    assert again.platt == pytest.approx(calibrated.platt, rel=1e-6) and np.array_equal(f2, is_face)
+    np.testing.assert_allclose(s2, scores, rtol=0, atol=1e-5)
     rows, ece = reliability_table(conf, is_face, bins=5)
     assert sum(r[2] for r in rows) == len(scores) and 0 <= ece < 0.5
     with pytest.raises(ValueError, match="both faces and false positives"):
