@@ -34,8 +34,13 @@ def _caused_by_interrupt(exc):
 def main() -> NoReturn:
     """Run :func:`facedet.cli.main`; exit 130 if Ctrl-C was pressed at any point."""
     pressed = _interrupt.pressed  # empty: the handler is ours only inside this call, which clears it
-    previous = signal.signal(signal.SIGINT, _interrupt.on_sigint)
-    previous_term = signal.signal(signal.SIGTERM, _interrupt.on_sigterm)
+    # a signal the caller ignores (a background job, nohup) stays ignored, as Python itself leaves it
+    previous = signal.getsignal(signal.SIGINT)
+    if previous is not signal.SIG_IGN:
+        signal.signal(signal.SIGINT, _interrupt.on_sigint)
+    previous_term = signal.getsignal(signal.SIGTERM)
+    if previous_term is not signal.SIG_IGN:
+        signal.signal(signal.SIGTERM, _interrupt.on_sigterm)
     code = 0
     try:
         from .cli import main as cli_main

@@ -631,14 +631,25 @@ def test_ctrl_c_that_a_callback_swallowed_stops_the_command_at_its_next_step(mon
         raise SystemExit(0)
 
     monkeypatch.setattr(cli, "app", swallowed)
-    with pytest.raises(SystemExit) as exit_:
-        entry.main()
-    out, err = capsys.readouterr()
-    assert exit_.value.code == 130 and "interrupted" in err and "Traceback" not in err
-    assert ran_on == [] and out == "" and not (tmp_path / "m.npz").exists()
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # restored
-    common.emit("next command\n", raw=True)  # the press does not outlive its command
-    assert capsys.readouterr().out == "next command\n"
+    # an interactive run's Ctrl-C (a test run started in the background inherits SIGINT ignored)
+    outer = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(SystemExit) as exit_:
+            entry.main()
+        out, err = capsys.readouterr()
+        assert exit_.value.code == 130 and "interrupted" in err and "Traceback" not in err
+        assert ran_on == [] and out == "" and not (tmp_path / "m.npz").exists()
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # restored
+        common.emit("next command\n", raw=True)  # the press does not outlive its command
+        assert capsys.readouterr().out == "next command\n"
+        # a caller that ignores SIGINT (nohup, a background job) keeps it ignored: the command runs to its end
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        with pytest.raises(SystemExit) as exit_:
+            entry.main()
+        assert exit_.value.code == 0 and ran_on == [step]
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, outer)
 
 
 def test_ctrl_c_while_the_command_loads_exits_130_without_a_traceback(data_dir):
