@@ -659,6 +659,8 @@ def test_ctrl_c_while_the_command_loads_exits_130_without_a_traceback(data_dir):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        # a terminal's Ctrl-C reaches a foreground command; a test run in the background would pass SIGINT ignored
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     time.sleep(0.4)  # numpy, typer and numba are loading (a detection takes over a second from start)
     proc.send_signal(signal.SIGINT)
