@@ -84,24 +84,23 @@ def keeps_training_rows(classifier: Classifier) -> bool:
     return hasattr(classifier, "support_vectors_") and support is not None and bool((support >= 0).all())
 
 
-def _warm_start(clf, support, features, sample_weight, params):
-    """``fit`` keywords that start the refit of a binary SVC on ``features`` from its own alphas (alpha seeding,
-    DeCoste and Wagstaff 2000): 0 on the mined rows, which alone then violate the KKT conditions. Where the
-    alphas would not be feasible (other hyperparameters, bounds, rows), or the classifier has none, {}: a
-    start from 0, the same optimum."""
+def _seed_rows(clf, support, features, sample_weight, params):
+    """The positions of ``clf``'s support vectors among the rows ``features`` where its alphas start the first refit
+    feasibly (alpha seeding, DeCoste and Wagstaff 2000: 0 on the mined rows, which alone then violate the KKT
+    conditions): a binary SVC fitted with ``params`` on these rows and bounds. Else None: refits from 0, the same
+    optimum. (Later refits are fitted with ``params`` on the rows so far: their alphas always serve.)"""
     if not keeps_training_rows(clf) or len(getattr(clf, "classes_", ())) != 2 or support is None:
-        return {}
+        return None
     same = {k: v for k, v in params.items() if k != "callback"} == {
         k: v for k, v in clf.get_params().items() if k != "callback"
     }
     if not same or params.get("class_weight") is not None or support.max(initial=-1) >= len(features):
-        return {}
+        return None
     sv = clf.support_vectors_
     if not np.array_equal(features[support], sv.toarray() if sp.issparse(sv) else sv):
-        return {}
-    alpha = warm_alpha(clf, len(features), support)
-    bound = params["C"] * (1.0 if sample_weight is None else sample_weight)
-    return {"alpha_init": alpha} if (alpha <= bound).all() else {}
+        return None
+    bound = params["C"] * (1.0 if sample_weight is None else sample_weight[support])
+    return support if (np.abs(np.ravel(clf.dual_coef_)) <= bound).all() else None
 
 
 @dataclass
@@ -219,6 +218,7 @@ def bootstrap(
     if "callback" in params:
         params["callback"] = callback
     type(clf)(**params).check_params()  # (fit's own checks, before the first scan rather than after it)
+    support = _seed_rows(clf, support, features, sample_weight, params)
     table = []
     for r in range(rounds + 1):
         windows, n_windows, n_dets = mine_negatives(detector, negative_images, max_per_image, callback, client)
@@ -243,8 +243,9 @@ def bootstrap(
         if sample_weight is not None:
             sample_weight = np.concatenate([sample_weight, np.ones(len(windows))])
             fit_kw["sample_weight"] = sample_weight
-        fit_kw.update(_warm_start(detector.classifier, support, features, sample_weight, params))
+        if support is not None:
+            fit_kw["alpha_init"] = warm_alpha(detector.classifier, len(features), support)
         refit = type(clf)(**params).fit(features, labels, **fit_kw)
-        support = getattr(refit, "support_", None)
+        support = getattr(refit, "support_", None)  # a binary SVC's (a PmSVM has none)
         detector = Detector(refit, detector.prefilter, features=detector.features, **detector.params())
     return detector, features, labels, table

@@ -101,6 +101,10 @@ class _KernelSVM(BaseEstimator):
             "max_iter": None if max_iter is None else check_scalar(max_iter, "max_iter", lo=1, integer=True),
         }
 
+    def _compiled_settings(self, settings):
+        """:meth:`_solver_settings` and ``shrinking`` as the compiled solvers take them (:class:`SolverSettings`)."""
+        return SolverSettings.of(settings["tol"], settings["working_set_size"], self.shrinking, settings["max_iter"])
+
     @property
     def _sparse_input(self):
         return self.kernel != "precomputed"
@@ -230,7 +234,7 @@ class _KernelSVM(BaseEstimator):
             n_folds,
             most_held(cache_mb, np.float32),
             most_held(cache_mb, np.float64),
-            SolverSettings.of(tol, settings["working_set_size"], self.shrinking, settings["max_iter"]),
+            self._compiled_settings(settings),
             centres(spec, True) and gram.sparse,
             gram.shift_test(),
             alpha,
@@ -597,7 +601,7 @@ class SVC(ClassifierMixin, _KernelSVM):
         threads = min(self._n_threads(), len(class_pairs))
         tiny = 2 * len(yi) / len(classes) < _THREADED_PAIR_ROWS
         batch = {}
-        if fit_gram is not None and (threads == 1 or tiny) and alpha_init is None:
+        if fit_gram is not None and (threads == 1 or tiny):  # (never binary: gram_pays; alpha_init is binary)
             batch = self._solve_on_gram(problems, spec, fit_gram, settings)
         rest = [problem for m, problem in enumerate(problems) if m not in batch]
         if threads > 1 and tiny:
@@ -665,7 +669,7 @@ class SVC(ClassifierMixin, _KernelSVM):
                 np.asarray(perm, dtype=np.int64),
                 n_folds,
                 max(block.Q.column_rel_error, EPS32),
-                SolverSettings.of(settings["tol"], settings["working_set_size"], self.shrinking, settings["max_iter"]),
+                self._compiled_settings(settings),
                 centres(spec, True) and gram.sparse,
                 gram.shift_test(),
                 rows_all,
