@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import scipy.sparse as sp
 
+from svmcore.parallel import blas_single_thread
+
 from .features import RAMP_X, RAMP_Y, normalized_pixels
 from .preprocess import WINDOW
 
@@ -61,7 +63,9 @@ class QuadraticScorer:
         self.A = np.ascontiguousarray(A, dtype=np.float32)
         self.v = np.ascontiguousarray(v, dtype=np.float32)
         self.c = float(c)
-        lam, U = np.linalg.eigh((A + A.T) / 2)  # ascending
+        # on one thread: OpenBLAS's threads take 3x as long on this size, and 50-150x with the cores busy
+        with blas_single_thread():
+            lam, U = np.linalg.eigh((A + A.T) / 2)  # ascending
         k = min(rank, len(lam) // 2)
         keep = np.r_[np.arange(k), np.arange(len(lam) - k, len(lam))] if k else np.arange(0)
         self.U = np.ascontiguousarray(U[:, keep], dtype=np.float32)

@@ -186,7 +186,7 @@ def _sparse_centre_of_rows(indptr, indices, data, d, rows):
     dev = entry_val - m[inv]
     spread = (np.dot(dev, dev) + np.dot((n - counts).astype(np.float64), m * m)) / n
     c2 = m * m
-    total = pairwise_sum(c2, 0, c2.shape[0])
+    total = pairwise_sum(c2)
     if total == 0.0 or total <= spread:
         return none
     order = np.argsort(c2, kind="mergesort")  # stable, as numpy's kind="stable"
@@ -244,7 +244,7 @@ def _centred_products(indptr, indices, data, d, rows, centre_rows):
                 squares[m] = v
                 m += 1
         if m > 0:
-            sq[a] = squares[0] + pairwise_sum(squares, 1, m - 1)
+            sq[a] = squares[0] + pairwise_sum(squares[1:m])
         if shifted:
             total, c = 0.0, 0
             for e in range(ptr[a], ptr[a + 1]):  # the centre is 0 off its columns: those terms add 0

@@ -215,50 +215,53 @@ def _finish_poly(dot, gamma, coef0, degree, out):
 
 
 @nb.njit(cache=True, nogil=True)
-def _pairwise_leaf(a, lo, n):
-    """numpy's pairwise sum of a[lo:lo + n] for n <= 128 (no split)."""
+def _pairwise_leaf(a):
+    """numpy's pairwise sum of a (n,) for n <= 128 (no split)."""
+    n = a.shape[0]
     if n < 8:
         res = -0.0
-        for i in range(lo, lo + n):
+        for i in range(n):
             res += a[i]
         return res
-    r0, r1, r2, r3 = a[lo], a[lo + 1], a[lo + 2], a[lo + 3]
-    r4, r5, r6, r7 = a[lo + 4], a[lo + 5], a[lo + 6], a[lo + 7]
+    r0, r1, r2, r3 = a[0], a[1], a[2], a[3]
+    r4, r5, r6, r7 = a[4], a[5], a[6], a[7]
     i = 8
     while i < n - n % 8:
-        r0 += a[lo + i]
-        r1 += a[lo + i + 1]
-        r2 += a[lo + i + 2]
-        r3 += a[lo + i + 3]
-        r4 += a[lo + i + 4]
-        r5 += a[lo + i + 5]
-        r6 += a[lo + i + 6]
-        r7 += a[lo + i + 7]
+        r0 += a[i]
+        r1 += a[i + 1]
+        r2 += a[i + 2]
+        r3 += a[i + 3]
+        r4 += a[i + 4]
+        r5 += a[i + 5]
+        r6 += a[i + 6]
+        r7 += a[i + 7]
         i += 8
     res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
     while i < n:
-        res += a[lo + i]
+        res += a[i]
         i += 1
     return res
 
 
 @nb.njit(cache=True, nogil=True)
-def pairwise_sum(a, lo, n):
-    """a[lo] + ... + a[lo + n - 1] (float64 array a) summed as numpy sums a contiguous float64 array (``np.sum``,
-    ``np.add.reduce``): numpy's pairwise summation (numpy/_core/src/umath/loops_utils.h.src), so that compiled code
-    gets numpy's result to the bit: fewer than 8 terms in order from -0.0, up to 128 in 8 interleaved partial sums
-    combined as ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7)) plus the rest in order, more split in two halves
-    (the first a multiple of 8) and the halves' sums added. ``np.add.reduceat`` gives a[lo] + pairwise_sum(a, lo + 1,
-    n - 1) per segment. The halving runs on an explicit stack: numba's cache cannot reload a recursive function
-    that other cached functions call (the process crashed)."""
+def pairwise_sum(a):
+    """a[0] + ... + a[n - 1] of a contiguous float64 array a (n,) (pass a slice for part of one) summed as numpy
+    sums it (``np.sum``, ``np.add.reduce``): numpy's pairwise summation (numpy/_core/src/umath/loops_utils.h.src),
+    so that compiled code gets numpy's result to the bit: fewer than 8 terms in order from -0.0, up to 128 in 8
+    interleaved partial sums combined as ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7)) plus the rest in order,
+    more split in two halves (the first a multiple of 8) and the halves' sums added. ``np.add.reduceat`` gives
+    a[lo] + pairwise_sum(a[lo + 1 : hi]) per segment. The halving runs on an explicit stack: numba's cache cannot
+    reload a recursive function that other cached functions call (the process crashed). One argument, an array:
+    integer constants in the call would compile a copy per constant (numba types them as literals)."""
+    n = a.shape[0]
     if n <= 128:
-        return _pairwise_leaf(a, lo, n)
+        return _pairwise_leaf(a)
     seg_lo = np.empty(64, dtype=np.int64)
     seg_n = np.empty(64, dtype=np.int64)
     state = np.empty(64, dtype=np.int64)  # 1: its first half is being summed, 2: its second half
     first = np.empty(64)  # the first half's sum, while the second half is summed
     top = 0
-    seg_lo[0] = lo
+    seg_lo[0] = 0
     seg_n[0] = n
     while True:
         m = seg_n[top]
@@ -270,7 +273,8 @@ def pairwise_sum(a, lo, n):
             seg_n[top + 1] = half
             top += 1
             continue
-        val = _pairwise_leaf(a, seg_lo[top], m)
+        lo = seg_lo[top]
+        val = _pairwise_leaf(a[lo : lo + m])
         top -= 1
         while top >= 0 and state[top] == 2:  # a second half done: its segment's sum is first + second
             val = first[top] + val

@@ -509,7 +509,7 @@ def cs_fit(indptr, indices, data, sq_norms, y, A, W, C, tol, max_epochs, max_swe
                 for p in range(na):
                     B[p] = G[p] - Aii * al[p]
                 _cs_sub_problem(B, Aii, yp, C, na, D, alpha_new)
-                nz = 0
+                nz = np.int64(0)  # not 0: a counter that starts as a constant compiles a literal _scatter_update too
                 for p in range(na):
                     d = alpha_new[p] - al[p]
                     A[i, cls[p]] = alpha_new[p]

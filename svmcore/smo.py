@@ -117,8 +117,10 @@ def first_order_candidates(G, alpha, y, C, active, m, M, h):
     up_i = np.empty(h2, np.int64)
     low_v = np.empty(h2)
     low_i = np.empty(h2, np.int64)
-    n_up = 0
-    n_low = 0
+    # np.int64(0), not 0: a counter that starts as a constant is typed as a literal at first, which compiles a
+    # second _push
+    n_up = np.int64(0)
+    n_low = np.int64(0)
     for t in active:
         v = -y[t] * G[t]
         if v > M and _in_up(alpha[t], y[t], C[t]):
@@ -156,8 +158,8 @@ def _select_into(G, alpha, y, C, diag, active, i, m, M, Qi, q, fwork, iwork):
     h_low = q - 1 - h_up
     up_v, low_v = fwork[0], fwork[1]
     B, up_i, low_i = iwork[0], iwork[1], iwork[2]
-    n_up = 0
-    n_low = 0
+    n_up = np.int64(0)  # (see first_order_candidates)
+    n_low = np.int64(0)
     for t in active:
         v = -y[t] * G[t]
         if h_up > 0 and v > M and t != i and _in_up(alpha[t], y[t], C[t]):
@@ -166,8 +168,11 @@ def _select_into(G, alpha, y, C, diag, active, i, m, M, Qi, q, fwork, iwork):
             quad = diag[i] + diag[t] - 2.0 * y[i] * y[t] * Qi[t]
             n_low = _push(low_v, low_i, n_low, h_low, (m - v) * (m - v) / (quad if quad > 0 else TAU), t)
     B[0] = i
-    B[1 : 1 + n_up] = up_i[:n_up]
-    B[1 + n_up : 1 + n_up + n_low] = low_i[:n_low]
+    # element loops, not slice copies: a slice copy compiles numba's shape-mismatch error message (~3 s)
+    for t in range(n_up):
+        B[1 + t] = up_i[t]
+    for t in range(n_low):
+        B[1 + n_up + t] = low_i[t]
     return _sort_unique_into(B, 1 + n_up + n_low)  # a free variable may rank in both halves
 
 
@@ -416,7 +421,7 @@ def compute_rho(G, alpha, y, C):
             free[k] = y[t] * G[t]
             k += 1
     if k > 0:
-        return pairwise_sum(free, 0, k) / k
+        return pairwise_sum(free[:k]) / k
     ub = np.inf
     lb = -np.inf
     for t in range(n):
@@ -596,14 +601,14 @@ def solve_in_memory(Qmem, p, y, C, alpha, diag, settings):
         io,
         fo,
         cache,
-        True,
-        q,
+        np.bool_(True),  # flags as np.bool_: numba would type a bare constant as a literal and compile a second
+        q,  # _drive for it (the column path passes plain bools)
         tol,
         shrink_every,
         max_iter,
         cap,
-        False,
-        True,
+        np.bool_(False),
+        np.bool_(True),
         need,
         work,
     )
@@ -611,7 +616,7 @@ def solve_in_memory(Qmem, p, y, C, alpha, diag, settings):
     violation = fo[0]
     if not converged:
         if io[_N_ACTIVE] < n:
-            _unshrink(G, alpha, p, active, io, cache, True)
+            _unshrink(G, alpha, p, active, io, cache, np.bool_(True))
         _, m, M = violation_extremes(G, alpha, y, C, np.arange(n))
         violation = m - M
     return G, converged, max(violation, 0.0), io[_N_ITER], io[_N_INNER], io[_HITS], io[_MISSES]
