@@ -10,6 +10,8 @@ products per nonzero) and as much for the update of w.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numba as nb
 import numpy as np
 import scipy.sparse as sp
@@ -20,6 +22,9 @@ from numba.extending import intrinsic
 from .._shrinking import keep_after_check
 from ..parallel import thread_map
 from .kernel import explanatory_variables, regression_weights
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 
 # --- solvers ---------------------------------------------------------------------------------------
@@ -450,87 +455,15 @@ def _check_all(members, index, G, y, a, w, bias_w, upper, diag, indptr, indices,
 FIRST_PHASE_CAP = 0.1
 
 
-def _map_models(kernel, n_models, args):
-    """kernel(m, *args) for every binary problem m, on numba's thread count (serial nogil kernels on threads: a
-    parallel kernel over the problems took 1.7 times as long to compile)."""
+def map_models(kernel: Callable[..., None], n_models: int, args: tuple) -> None:
+    """kernel(m, *args) for every binary problem m < n_models (:func:`_dcd`, :func:`_sgd`), on numba's thread count:
+    serial nogil kernels on threads (a parallel kernel over the problems took 1.7 times as long to compile)."""
     with thread_map(max(1, min(nb.get_num_threads(), n_models))) as run:
         run(lambda m: kernel(m, *args), range(n_models))
 
 
-def _dcd(
-    indptr,
-    indices,
-    codes,
-    t_pos,
-    ev,
-    beta,
-    unit,
-    qdiag,
-    Y,
-    upper,
-    diag,
-    tol,
-    phase_cap,
-    max_iter,
-    seeds,
-    W,
-    bias,
-    alpha,
-    n_iter,
-    n_passes,
-) -> None:
-    """Dual CD with shrinking (Hsieh et al. 2008; Wu's Algorithm 3) for each row of Y (one binary problem).
-
-    LIBLINEAR's form (solve_l2r_l1l2_svc), with row i's box constraint C_i: hinge loss upper_i = C_i,
-    diag_i = 0; squared hinge upper_i = inf, diag_i = 1/(2 C_i). Shrinking: a variable at a bound whose
-    gradient lies beyond the previous epoch's PG extreme (PGmax_old / PGmin_old) leaves the active set.
-    Two changes to LIBLINEAR's rule (docs/pmsvm-history.md):
-    - A first phase: until the spread first falls to 10 phase_cap (or to tol), the threshold is at most
-      phase_cap (min(PGmax_old, phase_cap), max(PGmin_old, -phase_cap); phase_cap = 0: no first phase).
-      LIBLINEAR's PGmax_old stays near 0.5-1 for the first epochs, so that the easy negatives of a one-vs-rest
-      problem (G in [0, 1] at alpha = 0, 85% of sector's samples) are visited in about five full epochs. Kept to
-      the end, the bound would make the solver converge on a set shrunk too far, verify, and converge again
-      (USPS: twice the epochs).
-    - Where LIBLINEAR runs an epoch on all samples (the active set's PG spread is <= tol, or here the first phase
-      is over), :func:`_check_all` computes every sample's gradient at the current w, in storage order, with no
-      step. The solver stops if their PG spread is <= tol: the KKT conditions hold to tol at the w returned,
-      measured at once (LIBLINEAR measures each sample while the epoch's steps move w). Otherwise the samples
-      beyond that pass's PG extremes stay out, as LIBLINEAR's epoch after a full one would shrink them, so the
-      full pass is made once, not twice.
-    n_iter[m] counts epochs (LIBLINEAR's #iter, shrunk or not), each check one; n_passes[m] counts gradient
-    evaluations divided by the number of samples of the problem, i.e. the work in full-data passes. W is
-    (n_models, d n_basis): w_j is W[m, j n_basis:(j + 1) n_basis].
-    """
-    _map_models(
-        _dcd_model,
-        Y.shape[0],
-        (
-            indptr,
-            indices,
-            codes,
-            t_pos,
-            ev,
-            beta,
-            unit,
-            qdiag,
-            Y,
-            upper,
-            diag,
-            tol,
-            phase_cap,
-            max_iter,
-            seeds,
-            W,
-            bias,
-            alpha,
-            n_iter,
-            n_passes,
-        ),
-    )
-
-
 @nb.njit(cache=True, nogil=True)
-def _dcd_model(
+def _dcd(
     m,
     indptr,
     indices,
@@ -553,7 +486,29 @@ def _dcd_model(
     n_iter,
     n_passes,
 ):
-    """Problem m of :func:`_dcd`."""
+    """Dual CD with shrinking (Hsieh et al. 2008; Wu's Algorithm 3) for problem m, row m of Y (a binary problem;
+    :func:`map_models` runs them all).
+
+    LIBLINEAR's form (solve_l2r_l1l2_svc), with row i's box constraint C_i: hinge loss upper_i = C_i,
+    diag_i = 0; squared hinge upper_i = inf, diag_i = 1/(2 C_i). Shrinking: a variable at a bound whose
+    gradient lies beyond the previous epoch's PG extreme (PGmax_old / PGmin_old) leaves the active set.
+    Two changes to LIBLINEAR's rule (docs/pmsvm-history.md):
+    - A first phase: until the spread first falls to 10 phase_cap (or to tol), the threshold is at most
+      phase_cap (min(PGmax_old, phase_cap), max(PGmin_old, -phase_cap); phase_cap = 0: no first phase).
+      LIBLINEAR's PGmax_old stays near 0.5-1 for the first epochs, so that the easy negatives of a one-vs-rest
+      problem (G in [0, 1] at alpha = 0, 85% of sector's samples) are visited in about five full epochs. Kept to
+      the end, the bound would make the solver converge on a set shrunk too far, verify, and converge again
+      (USPS: twice the epochs).
+    - Where LIBLINEAR runs an epoch on all samples (the active set's PG spread is <= tol, or here the first phase
+      is over), :func:`_check_all` computes every sample's gradient at the current w, in storage order, with no
+      step. The solver stops if their PG spread is <= tol: the KKT conditions hold to tol at the w returned,
+      measured at once (LIBLINEAR measures each sample while the epoch's steps move w). Otherwise the samples
+      beyond that pass's PG extremes stay out, as LIBLINEAR's epoch after a full one would shrink them, so the
+      full pass is made once, not twice.
+    n_iter[m] counts epochs (LIBLINEAR's #iter, shrunk or not), each check one; n_passes[m] counts gradient
+    evaluations divided by the number of samples of the problem, i.e. the work in full-data passes. W is
+    (n_models, d n_basis): w_j is W[m, j n_basis:(j + 1) n_basis].
+    """
     y = Y[m]
     a = alpha[m]
     w = W[m]
@@ -627,27 +582,14 @@ def _dcd_model(
     n_passes[m] = visits / max(n, 1)
 
 
-def _sgd(
-    indptr, indices, codes, t_pos, ev, beta, unit, Y, C, row_weight, tol, max_iter, seeds, W, bias, n_iter
-) -> None:
-    """Pegasos-style SGD on w = sum_i alpha_i y_i beta(x_i) (Wu's Algorithm 4), lambda = 1 / (C n); row i's
-    hinge loss weighs row_weight[i].
+@nb.njit(cache=True, nogil=True)
+def _sgd(m, indptr, indices, codes, t_pos, ev, beta, unit, Y, C, row_weight, tol, max_iter, seeds, W, bias, n_iter):
+    """Pegasos-style SGD on w = sum_i alpha_i y_i beta(x_i) (Wu's Algorithm 4) for problem m, row m of Y;
+    lambda = 1 / (C n); row i's hinge loss weighs row_weight[i].
 
     w is stored as scale * v so that the shrink (1 - eta lambda) w costs O(1). Stops when an epoch changes
     w by less than tol relative to its norm.
     """
-    _map_models(
-        _sgd_model,
-        Y.shape[0],
-        (indptr, indices, codes, t_pos, ev, beta, unit, Y, C, row_weight, tol, max_iter, seeds, W, bias, n_iter),
-    )
-
-
-@nb.njit(cache=True, nogil=True)
-def _sgd_model(
-    m, indptr, indices, codes, t_pos, ev, beta, unit, Y, C, row_weight, tol, max_iter, seeds, W, bias, n_iter
-):
-    """Problem m of :func:`_sgd`."""
     y = Y[m]
     v = W[m]
     vb = 0.0
