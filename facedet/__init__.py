@@ -22,7 +22,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from .detector import Detector
 
-__version__ = "0.6.0"  # the distribution's version (pyproject.toml reads it from here)
+__version__ = "0.7.0"  # the distribution's version (pyproject.toml reads it from here)
 __all__ = ["Detector", "Face", "default_model_path", "detect", "detect_many", "detect_video", "load_default"]
 
 

@@ -127,71 +127,15 @@ def subtract_plane(pixels: ArrayLike, mask: bool = True) -> np.ndarray:
     return pixels - (pixels @ P.T) @ D.T
 
 
-@nb.njit(cache=True, parallel=True, nogil=True)
-def _equalize(x, out):
-    n, p = x.shape
-    scale = 2.0 / (p - 1) if p > 1 else 0.0
-    for i in nb.prange(n):
-        order = np.argsort(x[i])
-        j = 0
-        while j < p:
-            k = j
-            v = x[i, order[j]]
-            while k + 1 < p and x[i, order[k + 1]] == v:
-                k += 1
-            r = 0.5 * (j + k) * scale - 1.0  # mid-rank of the tie group, in [-1, 1]
-            for t in range(j, k + 1):
-                out[i, order[t]] = r
-            j = k + 1
-
-
-@nb.njit(cache=True)
-def _rank_levels(q, out, count, value):
-    # counting sort over integer levels: O(p + range) per window instead of a comparison sort; count and
-    # value are scratch of at least the range's length (reused across windows: no allocation per window)
-    p = len(q)
-    scale = 2.0 / (p - 1) if p > 1 else 0.0
-    lo = q[0]
-    hi = q[0]
-    for j in range(p):
-        lo = min(lo, q[j])
-        hi = max(hi, q[j])
-    m = hi - lo + 1
-    if m > len(count):
-        count = np.empty(m, np.int64)
-        value = np.empty(m)
-    count[:m] = 0
-    for j in range(p):
-        count[q[j] - lo] += 1
-    start = 0
-    for b in range(m):
-        value[b] = (start + 0.5 * (count[b] - 1)) * scale - 1.0  # mid-rank of the level's pixels
-        start += count[b]
-    for j in range(p):
-        out[j] = value[q[j] - lo]
-
-
-_CHUNK = 256  # windows per parallel task (one set of scratch arrays each)
-
-
-@nb.njit(cache=True, parallel=True, nogil=True)
-def _equalize_levels(q, out):
-    n = q.shape[0]
-    for t in nb.prange((n + _CHUNK - 1) // _CHUNK):
-        count = np.empty(1024, np.int64)
-        value = np.empty(1024)
-        for i in range(t * _CHUNK, min(n, (t + 1) * _CHUNK)):
-            _rank_levels(q[i], out[i], count, value)
-
-
 @nb.njit(cache=True, nogil=True)
 def _plane_equalize(w, idx, D, P, out):
     # mask, plane subtraction, rounding and equalization of each window in one pass (no (n, p) temporaries);
     # the same arithmetic as apply_mask + subtract_plane + rint + equalize. Serial and nogil, run on threads by
     # preprocess: a parallel kernel takes three times as long to compile, and the scan already runs its levels
-    # on threads
+    # on threads. One kernel: each compiled function on the detect path costs a fresh install ~0.3-0.7 s
     n = w.shape[0]
     p = len(idx)
+    scale = 2.0 / (p - 1) if p > 1 else 0.0
     x = np.empty(p)
     q = np.empty(p, np.int64)
     count = np.empty(1024, np.int64)
@@ -207,7 +151,26 @@ def _plane_equalize(w, idx, D, P, out):
             c2 += x[j] * P[2, j]
         for j in range(p):
             q[j] = int(np.rint(x[j] - (c0 * D[j, 0] + c1 * D[j, 1] + c2 * D[j, 2])))
-        _rank_levels(q, out[i], count, value)
+        lo = q[0]
+        hi = q[0]
+        for j in range(p):
+            lo = min(lo, q[j])
+            hi = max(hi, q[j])
+        # counting sort over the window's integer levels: O(p + range) instead of a comparison sort
+        m = hi - lo + 1
+        if m > len(count):
+            count = np.empty(m, np.int64)
+            value = np.empty(m)
+        for b in range(m):
+            count[b] = 0
+        for j in range(p):
+            count[q[j] - lo] += 1
+        start = 0
+        for b in range(m):
+            value[b] = (start + 0.5 * (count[b] - 1)) * scale - 1.0  # mid-rank of the level's pixels
+            start += count[b]
+        for j in range(p):
+            out[i, j] = value[q[j] - lo]
 
 
 _THREAD_ROWS = 16384  # windows per thread at least: below that, starting threads costs more than it saves
@@ -232,25 +195,21 @@ def _plane_equalize_threaded(w, out):
 def equalize(pixels: ArrayLike) -> np.ndarray:
     """Histogram equalization of each row (n, p) -> (n, p) float64 in [-1, 1] (rank/(p-1)*2-1, mid-ranks for ties).
 
-    Integer rows within a 16-bit range (grey levels) use a counting sort; other values a comparison sort.
-    Raises ValueError for another shape or NaN/inf.
+    Ranks by scipy.stats.rankdata (its "average" ranks are the mid-ranks); the compiled preprocessing of
+    :func:`preprocess` gives the same numbers for grey-level rows. Raises ValueError for another shape or NaN/inf.
     """
     x = np.asarray(pixels)
     if x.ndim != 2:
         raise ValueError(f"pixels: expected shape (n, p), got {x.shape}")
-    out = np.empty(x.shape, dtype=np.float64)
     if x.size == 0:
-        return out
+        return np.empty(x.shape, dtype=np.float64)
     if x.dtype.kind == "f" and not np.isfinite(x).all():
         raise ValueError("pixels: contains NaN or infinity")
     if x.shape[1] == 1:  # one pixel is a flat row, whose mid-rank maps to 0
-        out.fill(0.0)
-        return out
-    if np.issubdtype(x.dtype, np.integer) and int(x.max()) - int(x.min()) <= 2 * MAX_LEVEL:
-        _equalize_levels(np.ascontiguousarray(x, dtype=np.int64), out)
-    else:
-        _equalize(np.ascontiguousarray(x, dtype=np.float64), out)
-    return out
+        return np.zeros(x.shape)
+    from scipy.stats import rankdata  # (imported here: scipy.stats takes a while, and the scan does not need it)
+
+    return (rankdata(x, axis=1, method="average") - 1.0) * (2.0 / (x.shape[1] - 1)) - 1.0
 
 
 def preprocess(windows: ArrayLike, *, mask: bool = True, plane: bool = True, equalize_hist: bool = True) -> np.ndarray:
