@@ -10,8 +10,6 @@ products per nonzero) and as much for the update of w.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numba as nb
 import numpy as np
 import scipy.sparse as sp
@@ -20,11 +18,7 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from .._shrinking import keep_after_check
-from ..parallel import thread_map
 from .kernel import explanatory_variables, regression_weights
-
-if TYPE_CHECKING:
-    from collections.abc import Callable
 
 
 # --- solvers ---------------------------------------------------------------------------------------
@@ -455,16 +449,8 @@ def _check_all(members, index, G, y, a, w, bias_w, upper, diag, indptr, indices,
 FIRST_PHASE_CAP = 0.1
 
 
-def map_models(kernel: Callable[..., None], n_models: int, args: tuple) -> None:
-    """kernel(m, *args) for every binary problem m < n_models (:func:`_dcd`, :func:`_sgd`), on numba's thread count:
-    serial nogil kernels on threads (a parallel kernel over the problems took 1.7 times as long to compile)."""
-    with thread_map(max(1, min(nb.get_num_threads(), n_models))) as run:
-        run(lambda m: kernel(m, *args), range(n_models))
-
-
-@nb.njit(cache=True, nogil=True)
+@nb.njit(cache=True, parallel=True)
 def _dcd(
-    m,
     indptr,
     indices,
     codes,
@@ -486,8 +472,7 @@ def _dcd(
     n_iter,
     n_passes,
 ):
-    """Dual CD with shrinking (Hsieh et al. 2008; Wu's Algorithm 3) for problem m, row m of Y (a binary problem;
-    :func:`map_models` runs them all).
+    """Dual CD with shrinking (Hsieh et al. 2008; Wu's Algorithm 3) for each row of Y (one binary problem).
 
     LIBLINEAR's form (solve_l2r_l1l2_svc), with row i's box constraint C_i: hinge loss upper_i = C_i,
     diag_i = 0; squared hinge upper_i = inf, diag_i = 1/(2 C_i). Shrinking: a variable at a bound whose
@@ -509,131 +494,135 @@ def _dcd(
     evaluations divided by the number of samples of the problem, i.e. the work in full-data passes. W is
     (n_models, d n_basis): w_j is W[m, j n_basis:(j + 1) n_basis].
     """
-    y = Y[m]
-    a = alpha[m]
-    w = W[m]
-    members = np.nonzero(y)[0]  # y = 0: the sample is not in this (one-vs-one) problem
-    index = members.copy()
-    n = index.shape[0]
-    G_all = np.empty(n)
-    state = np.uint64(seeds[m])
-    active = n
-    pg_max_old = np.inf
-    pg_min_old = -np.inf
-    first_phase = phase_cap > 0.0  # shrinking beyond phase_cap (see above)
-    it = 0
-    visits = 0
-    while it < max_iter:
-        pg_max = -np.inf
-        pg_min = np.inf
-        shrink_hi = min(pg_max_old, phase_cap) if first_phase else pg_max_old
-        shrink_lo = max(pg_min_old, -phase_cap) if first_phase else pg_min_old
-        visits += active
-        state = _shuffle(index, active, state)
-        s = 0
-        while s < active:
-            i = index[s]
-            if s + 1 < active:
-                _prefetch_row(index[s + 1], indptr, indices, codes, t_pos)
-            G = y[i] * _margin(i, indptr, indices, codes, t_pos, ev, w, bias[m]) - 1.0 + diag[i] * a[i]
-            pg = 0.0
-            if a[i] == 0.0:
-                if G > shrink_hi:
-                    active -= 1
-                    index[s], index[active] = index[active], index[s]
-                    continue
-                if G < 0.0:
+    n_models = Y.shape[0]
+    for m in nb.prange(n_models):
+        y = Y[m]
+        a = alpha[m]
+        w = W[m]
+        members = np.nonzero(y)[0]  # y = 0: the sample is not in this (one-vs-one) problem
+        index = members.copy()
+        n = index.shape[0]
+        G_all = np.empty(n)
+        state = np.uint64(seeds[m])
+        active = n
+        pg_max_old = np.inf
+        pg_min_old = -np.inf
+        first_phase = phase_cap > 0.0  # shrinking beyond phase_cap (see above)
+        it = 0
+        visits = 0
+        while it < max_iter:
+            pg_max = -np.inf
+            pg_min = np.inf
+            shrink_hi = min(pg_max_old, phase_cap) if first_phase else pg_max_old
+            shrink_lo = max(pg_min_old, -phase_cap) if first_phase else pg_min_old
+            visits += active
+            state = _shuffle(index, active, state)
+            s = 0
+            while s < active:
+                i = index[s]
+                if s + 1 < active:
+                    _prefetch_row(index[s + 1], indptr, indices, codes, t_pos)
+                G = y[i] * _margin(i, indptr, indices, codes, t_pos, ev, w, bias[m]) - 1.0 + diag[i] * a[i]
+                pg = 0.0
+                if a[i] == 0.0:
+                    if G > shrink_hi:
+                        active -= 1
+                        index[s], index[active] = index[active], index[s]
+                        continue
+                    if G < 0.0:
+                        pg = G
+                elif a[i] == upper[i]:
+                    if G < shrink_lo:
+                        active -= 1
+                        index[s], index[active] = index[active], index[s]
+                        continue
+                    if G > 0.0:
+                        pg = G
+                else:
                     pg = G
-            elif a[i] == upper[i]:
-                if G < shrink_lo:
-                    active -= 1
-                    index[s], index[active] = index[active], index[s]
-                    continue
-                if G > 0.0:
-                    pg = G
-            else:
-                pg = G
-            pg_max = max(pg_max, pg)
-            pg_min = min(pg_min, pg)
-            if abs(pg) > 1e-12:
-                old = a[i]
-                a[i] = min(max(old - G / qdiag[i], 0.0), upper[i])
-                delta = (a[i] - old) * y[i]
-                _add_row(i, indptr, indices, codes, t_pos, beta, unit, w, delta)
-                bias[m] += delta
-            s += 1
-        it += 1
-        spread = pg_max - pg_min
-        if spread <= tol or (first_phase and spread <= 10.0 * phase_cap):
-            # converged on the shrunk set, or the first phase is over: check all samples at this w
-            first_phase = False
-            if it == max_iter:
-                break
-            pg_max, pg_min, active = _check_all(
-                members, index, G_all, y, a, w, bias[m], upper, diag, indptr, indices, codes, t_pos, ev
-            )
+                pg_max = max(pg_max, pg)
+                pg_min = min(pg_min, pg)
+                if abs(pg) > 1e-12:
+                    old = a[i]
+                    a[i] = min(max(old - G / qdiag[i], 0.0), upper[i])
+                    delta = (a[i] - old) * y[i]
+                    _add_row(i, indptr, indices, codes, t_pos, beta, unit, w, delta)
+                    bias[m] += delta
+                s += 1
             it += 1
-            visits += n
-            if pg_max - pg_min <= tol:
-                break
-        pg_max_old = pg_max if pg_max > 0.0 else np.inf
-        pg_min_old = pg_min if pg_min < 0.0 else -np.inf
-    n_iter[m] = it
-    n_passes[m] = visits / max(n, 1)
+            spread = pg_max - pg_min
+            if spread <= tol or (first_phase and spread <= 10.0 * phase_cap):
+                # converged on the shrunk set, or the first phase is over: check all samples at this w
+                first_phase = False
+                if it == max_iter:
+                    break
+                pg_max, pg_min, active = _check_all(
+                    members, index, G_all, y, a, w, bias[m], upper, diag, indptr, indices, codes, t_pos, ev
+                )
+                it += 1
+                visits += n
+                if pg_max - pg_min <= tol:
+                    break
+            pg_max_old = pg_max if pg_max > 0.0 else np.inf
+            pg_min_old = pg_min if pg_min < 0.0 else -np.inf
+        n_iter[m] = it
+        n_passes[m] = visits / max(n, 1)
 
 
-@nb.njit(cache=True, nogil=True)
-def _sgd(m, indptr, indices, codes, t_pos, ev, beta, unit, Y, C, row_weight, tol, max_iter, seeds, W, bias, n_iter):
-    """Pegasos-style SGD on w = sum_i alpha_i y_i beta(x_i) (Wu's Algorithm 4) for problem m, row m of Y;
-    lambda = 1 / (C n); row i's hinge loss weighs row_weight[i].
+@nb.njit(cache=True, parallel=True)
+def _sgd(indptr, indices, codes, t_pos, ev, beta, unit, Y, C, row_weight, tol, max_iter, seeds, W, bias, n_iter):
+    """Pegasos-style SGD on w = sum_i alpha_i y_i beta(x_i) (Wu's Algorithm 4), lambda = 1 / (C n); row i's
+    hinge loss weighs row_weight[i].
 
     w is stored as scale * v so that the shrink (1 - eta lambda) w costs O(1). Stops when an epoch changes
     w by less than tol relative to its norm.
     """
-    y = Y[m]
-    v = W[m]
-    vb = 0.0
-    scale = 1.0
-    index = np.nonzero(y)[0]
-    n = index.shape[0]
-    lam = 1.0 / (C * n)
-    state = np.uint64(seeds[m])
-    prev = v.copy()
-    prev_b = 0.0
-    t = 1
-    it = 0
-    while it < max_iter:
-        state = _shuffle(index, n, state)
-        for s in range(n):
-            i = index[s]
-            if s + 1 < n:
-                _prefetch_row(index[s + 1], indptr, indices, codes, t_pos)
-            eta = 1.0 / (lam * (t + 1))  # t + 1 keeps the first shrink factor 1 - 1/(t+1) > 0
-            f = scale * (_margin(i, indptr, indices, codes, t_pos, ev, v, 0.0) + vb)
-            scale *= 1.0 - 1.0 / (t + 1)
-            if y[i] * f < 1.0:
-                step = eta * row_weight[i] * y[i] / scale
-                _add_row(i, indptr, indices, codes, t_pos, beta, unit, v, step)
-                vb += step
-            if scale < 1e-9:  # fold the scale back into v before it underflows
-                v *= scale
-                vb *= scale
-                scale = 1.0
-            t += 1
-        it += 1
-        v *= scale
-        vb *= scale
+    n_models = Y.shape[0]
+    for m in nb.prange(n_models):
+        y = Y[m]
+        v = W[m]
+        vb = 0.0
         scale = 1.0
-        diff = 0.0
-        norm = 0.0
-        for k in range(v.shape[0]):
-            diff += (v[k] - prev[k]) ** 2
-            norm += v[k] ** 2
-            prev[k] = v[k]
-        diff += (vb - prev_b) ** 2
-        norm += vb**2
-        prev_b = vb
-        if diff <= tol * tol * norm:
-            break
-    bias[m] = vb
-    n_iter[m] = it
+        index = np.nonzero(y)[0]
+        n = index.shape[0]
+        lam = 1.0 / (C * n)
+        state = np.uint64(seeds[m])
+        prev = v.copy()
+        prev_b = 0.0
+        t = 1
+        it = 0
+        while it < max_iter:
+            state = _shuffle(index, n, state)
+            for s in range(n):
+                i = index[s]
+                if s + 1 < n:
+                    _prefetch_row(index[s + 1], indptr, indices, codes, t_pos)
+                eta = 1.0 / (lam * (t + 1))  # t + 1 keeps the first shrink factor 1 - 1/(t+1) > 0
+                f = scale * (_margin(i, indptr, indices, codes, t_pos, ev, v, 0.0) + vb)
+                scale *= 1.0 - 1.0 / (t + 1)
+                if y[i] * f < 1.0:
+                    step = eta * row_weight[i] * y[i] / scale
+                    _add_row(i, indptr, indices, codes, t_pos, beta, unit, v, step)
+                    vb += step
+                if scale < 1e-9:  # fold the scale back into v before it underflows
+                    v *= scale
+                    vb *= scale
+                    scale = 1.0
+                t += 1
+            it += 1
+            v *= scale
+            vb *= scale
+            scale = 1.0
+            diff = 0.0
+            norm = 0.0
+            for k in range(v.shape[0]):
+                diff += (v[k] - prev[k]) ** 2
+                norm += v[k] ** 2
+                prev[k] = v[k]
+            diff += (vb - prev_b) ** 2
+            norm += vb**2
+            prev_b = vb
+            if diff <= tol * tol * norm:
+                break
+        bias[m] = vb
+        n_iter[m] = it
