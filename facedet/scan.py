@@ -174,9 +174,20 @@ def later_stages(
         j = slice(i, i + chunk)
         rows = X[: len(ys[j])]
         _gather(L, ys[j], xs[j], rows)
-        # each stage's w'x / norm in float64 (chunk, k): small enough that numpy's temporaries cost nothing
-        ok[j] = np.all((rows @ W.T).astype(np.float64) / norm[j][:, None] > t, axis=1)
+        _pass_all(rows @ W.T, norm[j], t, ok[j])
     return ok
+
+
+@nb.njit(cache=True, nogil=True)
+def _pass_all(P, norm, t, ok):
+    # ok[n] = all_k P[n, k] / norm[n] > t[k], in float64 as numpy would compute it, without its (n, k) temporaries
+    # (numpy's took 10-15% longer over the later stages)
+    for n in range(P.shape[0]):
+        ok[n] = True
+        for k in range(P.shape[1]):
+            if not np.float64(P[n, k]) / norm[n] > t[k]:
+                ok[n] = False
+                break
 
 
 @nb.njit(cache=True, nogil=True)
