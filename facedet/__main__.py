@@ -31,16 +31,20 @@ def _caused_by_interrupt(exc):
     return False
 
 
+def _handle(signum, handler):
+    """Install ``handler`` for ``signum`` unless the caller ignores that signal (a background job, nohup: it stays
+    ignored, as Python itself leaves it); returns the disposition to restore."""
+    previous = signal.getsignal(signum)
+    if previous is not signal.SIG_IGN:
+        signal.signal(signum, handler)
+    return previous
+
+
 def main() -> NoReturn:
     """Run :func:`facedet.cli.main`; exit 130 if Ctrl-C was pressed at any point."""
     pressed = _interrupt.pressed  # empty: the handler is ours only inside this call, which clears it
-    # a signal the caller ignores (a background job, nohup) stays ignored, as Python itself leaves it
-    previous = signal.getsignal(signal.SIGINT)
-    if previous is not signal.SIG_IGN:
-        signal.signal(signal.SIGINT, _interrupt.on_sigint)
-    previous_term = signal.getsignal(signal.SIGTERM)
-    if previous_term is not signal.SIG_IGN:
-        signal.signal(signal.SIGTERM, _interrupt.on_sigterm)
+    previous = _handle(signal.SIGINT, _interrupt.on_sigint)
+    previous_term = _handle(signal.SIGTERM, _interrupt.on_sigterm)
     code = 0
     try:
         from .cli import main as cli_main
